@@ -1,0 +1,51 @@
+# One command runs the server (make run), one passes every test (make test).
+# Both install what they need from Debian and PyPI first.
+SHELL := /bin/bash
+HOST ?= 127.0.0.1
+PORT ?= 8080
+SWIFT ?= swift
+VENV := .venv
+PY := $(VENV)/bin/python
+OUT ?= test-output
+
+# Debian packages the build and the tests need (a new machine lacks some of them).
+APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
+APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd
+
+.PHONY: run build release test unit integration deps deps-test venv clean
+
+deps:
+	@bash .ci/apt-ensure.sh $(APT_BUILD)
+
+deps-test: deps
+	@bash .ci/apt-ensure.sh $(APT_TEST)
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+run: release
+	.build/release/ridepush serve --host $(HOST) --port $(PORT) --public ./public
+
+$(VENV)/.ok: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: deps-test $(VENV)/.ok
+
+unit: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+integration: build venv
+	mkdir -p $(OUT)
+	RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
+		$(PY) -m pytest -q tests
+
+test: unit integration
+
+clean:
+	rm -rf .build $(VENV) $(OUT)

@@ -1,0 +1,11 @@
+#ifndef RIDEPUSH_CSQLITE_SHIM_H
+#define RIDEPUSH_CSQLITE_SHIM_H
+// Why this shim exists: SQLITE_TRANSIENT is a cast of -1 to a function pointer, a macro
+// Swift cannot import; bind calls that copy their argument use this wrapper.
+#include <sqlite3.h>
+
+static inline int csqlite_bind_text(sqlite3_stmt *s, int i, const char *text, int n) {
+    return sqlite3_bind_text(s, i, text, n, SQLITE_TRANSIENT);
+}
+
+#endif
