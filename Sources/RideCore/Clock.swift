@@ -1,0 +1,34 @@
+import Foundation
+import Synchronization
+
+/// Unix time in milliseconds: the one unit every instant in RidePush is recorded in.
+public typealias UnixMillis = Int64
+
+/// Where "now" comes from. Rides derive elapsed time from recorded instants and a clock,
+/// so tests inject a `ManualClock` and advance it by hand instead of sleeping.
+public protocol RideClock: Sendable {
+    func now() -> UnixMillis
+}
+
+public struct SystemClock: RideClock {
+    public init() {}
+    public func now() -> UnixMillis {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
+
+public final class ManualClock: RideClock {
+    private let current: Mutex<UnixMillis>
+    public init(_ start: UnixMillis = 1_764_430_000_000) { current = Mutex(start) }
+    public func now() -> UnixMillis { current.withLock { $0 } }
+    public func advance(seconds: Int64) { advance(millis: seconds * 1000) }
+    public func advance(millis: Int64) { current.withLock { $0 += millis } }
+    public func set(_ t: UnixMillis) { current.withLock { $0 = t } }
+}
+
+/// The instant of the next whole wall-clock second strictly after `t`.
+@inlinable public func nextWholeSecond(after t: UnixMillis) -> UnixMillis {
+    (t / 1000 + 1) * 1000
+}

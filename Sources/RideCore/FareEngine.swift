@@ -1,0 +1,131 @@
+/// One line of a receipt or quote: what billed how much.
+public struct ReceiptLine: Sendable, Equatable {
+    public enum Label: String, Sendable { case unlock, riding, distance, pause, cap }
+    public var label: Label
+    /// Index of the GBFS segment that billed this line, when the plan has several.
+    public var segment: Int?
+    /// Billed minutes (riding, pause) or kilometres (distance).
+    public var minutes: Int64?
+    public var km: Int64?
+    public var amount: Int64
+
+    public init(label: Label, segment: Int? = nil, minutes: Int64? = nil, km: Int64? = nil, amount: Int64) {
+        self.label = label
+        self.segment = segment
+        self.minutes = minutes
+        self.km = km
+        self.amount = amount
+    }
+}
+
+public struct Quote: Sendable, Equatable {
+    public var total: Int64
+    public var currency: Currency
+    public var lines: [ReceiptLine]
+}
+
+/// The fare rules, all in one place. Pure integer arithmetic over whole seconds of riding and
+/// pause: the same numbers for a tick, a receipt and a quote.
+public enum FareEngine {
+    /// The fare alone: the per-tick hot path, which must not allocate.
+    public static func fare(_ plan: FarePlan, riding: Int64, paused: Int64, metres: Int64 = 0) -> Int64 {
+        let time = cappedTimeFare(plan, riding: riding)
+        return finish(plan, riding: riding, subtotal: time.capped + pauseCharge(plan, paused).amount
+            + distanceCharge(plan, metres))
+    }
+
+    /// The fare with its receipt lines.
+    public static func quote(_ plan: FarePlan, riding: Int64, paused: Int64, metres: Int64 = 0) -> Quote {
+        var lines = [ReceiptLine(label: .unlock, amount: plan.price)]
+        let many = plan.perMinute.count > 1
+        for (i, seg) in plan.perMinute.enumerated() {
+            let n = intervals(seg, at: riding, unit: 60, rule: plan.billing)
+            lines.append(ReceiptLine(label: .riding, segment: many ? i : nil,
+                                     minutes: seg.interval > 0 ? n * seg.interval : nil, amount: n * seg.rate))
+        }
+        if plan.perMinute.isEmpty {
+            lines.append(ReceiptLine(label: .riding, minutes: riding / 60, amount: 0))
+        }
+        let manyKm = plan.perKm.count > 1
+        for (i, seg) in plan.perKm.enumerated() {
+            let n = intervals(seg, at: metres, unit: 1000, rule: .started)
+            lines.append(ReceiptLine(label: .distance, segment: manyKm ? i : nil,
+                                     km: seg.interval > 0 ? n * seg.interval : nil, amount: n * seg.rate))
+        }
+        let pause = pauseCharge(plan, paused)
+        if paused > 0 || plan.pauseRate != 0 {
+            lines.append(ReceiptLine(label: .pause, minutes: pause.minutes, amount: pause.amount))
+        }
+        let time = cappedTimeFare(plan, riding: riding)
+        let subtotal = time.capped + pause.amount + distanceCharge(plan, metres)
+        let total = finish(plan, riding: riding, subtotal: subtotal)
+        let uncapped = time.uncapped + pause.amount + distanceCharge(plan, metres)
+        if total < uncapped, plan.cap != nil {
+            lines.append(ReceiptLine(label: .cap, amount: total - uncapped))
+        }
+        return Quote(total: total, currency: plan.currency, lines: lines)
+    }
+
+    /// How many intervals of a segment are billed after `at` units (seconds or metres);
+    /// `unit` converts the segment's minutes or km into the same unit.
+    static func intervals(_ seg: FareSegment, at: Int64, unit: Int64, rule: BillingRule) -> Int64 {
+        let start = seg.start * unit
+        guard at > start else { return 0 }
+        if let e = seg.end, start >= e * unit { return 0 }
+        let covered = min(at, (seg.end ?? Int64.max / unit) * unit) - start
+        guard seg.interval > 0 else { return 1 }
+        let size = seg.interval * unit
+        switch rule {
+        case .started: return (covered + size - 1) / size
+        case .completed: return covered / size
+        }
+    }
+
+    /// Unlock plus every per-minute segment, at `riding` seconds.
+    static func timeFare(_ plan: FarePlan, riding: Int64) -> Int64 {
+        var total = plan.price
+        for seg in plan.perMinute {
+            total += intervals(seg, at: riding, unit: 60, rule: plan.billing) * seg.rate
+        }
+        return total
+    }
+
+    /// The time fare with `fare_capping` applied per window of `duration` minutes: each window
+    /// bills what accrued in it (the first includes the unlock), at most the cap price.
+    static func cappedTimeFare(_ plan: FarePlan, riding: Int64) -> (capped: Int64, uncapped: Int64) {
+        let uncapped = timeFare(plan, riding: riding)
+        guard let cap = plan.cap, cap.duration > 0 else { return (uncapped, uncapped) }
+        let window = cap.duration * 60
+        var capped: Int64 = 0
+        var windowStart: Int64 = 0
+        var before: Int64 = 0
+        repeat {
+            let upTo = timeFare(plan, riding: min(riding, windowStart + window))
+            capped += min(cap.price, upTo - before)
+            before = upTo
+            windowStart += window
+        } while windowStart < riding
+        return (capped, uncapped)
+    }
+
+    static func pauseCharge(_ plan: FarePlan, _ paused: Int64) -> (minutes: Int64, amount: Int64) {
+        let n = intervals(FareSegment(start: 0, rate: plan.pauseRate, interval: 1), at: paused, unit: 60, rule: plan.billing)
+        return (n, n * plan.pauseRate)
+    }
+
+    static func distanceCharge(_ plan: FarePlan, _ metres: Int64) -> Int64 {
+        var total: Int64 = 0
+        for seg in plan.perKm { total += intervals(seg, at: metres, unit: 1000, rule: .started) * seg.rate }
+        return total
+    }
+
+    /// Total never below zero (discount segments), and at most the cap for every window begun.
+    static func finish(_ plan: FarePlan, riding: Int64, subtotal: Int64) -> Int64 {
+        var total = max(0, subtotal)
+        if let cap = plan.cap, cap.duration > 0 {
+            let windows = max(1, (riding + cap.duration * 60 - 1) / (cap.duration * 60))
+            total = min(total, windows * cap.price)
+        }
+        return total
+    }
+}

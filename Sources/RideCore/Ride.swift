@@ -1,0 +1,183 @@
+/// A ride's lifecycle: riding → paused → riding → … → ended.
+public enum RideState: String, Sendable, Equatable {
+    case riding, paused, ended
+}
+
+/// Why a ride ended; printed on the receipt.
+public enum EndReason: String, Sendable, Equatable {
+    case rider
+    case timeLimit = "time_limit"
+    case pauseLimit = "pause_limit"
+}
+
+/// One recorded fact about a ride. The journal of these is the ride: every other field
+/// (state, elapsed, paused) is derived by replaying them, so nothing is ever counted up.
+public enum RideTransition: Sendable, Equatable {
+    case start(at: UnixMillis)
+    case pause(at: UnixMillis)
+    case resume(at: UnixMillis)
+    case end(at: UnixMillis, reason: EndReason, metres: Int64)
+
+    public var at: UnixMillis {
+        switch self {
+        case .start(let t), .pause(let t), .resume(let t): return t
+        case .end(let t, _, _): return t
+        }
+    }
+
+    public var kind: String {
+        switch self {
+        case .start: return "start"
+        case .pause: return "pause"
+        case .resume: return "resume"
+        case .end: return "end"
+        }
+    }
+}
+
+/// What a client asks of an existing ride.
+public enum RideCommand: String, Sendable, Equatable {
+    case pause, resume, end
+}
+
+public struct RideError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let state: RideState
+    public let command: RideCommand
+    public var description: String {
+        switch state {
+        case .ended: return "ride has ended; cannot \(command.rawValue)"
+        case .paused: return "ride is paused; cannot \(command.rawValue)"
+        case .riding: return "ride is riding; cannot \(command.rawValue)"
+        }
+    }
+}
+
+/// A ride as derived from its transitions. Value type: the engine returns a new one.
+public struct Ride: Sendable, Equatable {
+    public let id: String
+    public let planID: String
+    /// The rider (token `sub`) who started it; nil when auth is off.
+    public let owner: String?
+    /// Maximum riding seconds for this ride (from `start`'s `limit` or the plan), if any.
+    public let limit: Int64?
+    public let startedAt: UnixMillis
+    public private(set) var state: RideState = .riding
+    /// Start of the pause in progress.
+    public private(set) var pausedSince: UnixMillis?
+    /// Sum of finished pauses.
+    public private(set) var pausedMillisBefore: Int64 = 0
+    public private(set) var endedAt: UnixMillis?
+    public private(set) var endReason: EndReason?
+    public private(set) var metres: Int64 = 0
+
+    public init(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis) {
+        self.id = id
+        self.planID = planID
+        self.owner = owner
+        self.limit = limit
+        self.startedAt = startedAt
+    }
+
+    /// The state machine: a command at an instant gives the transition to record, or an error.
+    public func transition(for command: RideCommand, at t: UnixMillis, metres: Int64 = 0) -> Result<RideTransition, RideError> {
+        let at = max(t, lastInstant)  // a clock step backwards must not make time negative
+        switch (state, command) {
+        case (.riding, .pause): return .success(.pause(at: at))
+        case (.paused, .resume): return .success(.resume(at: at))
+        case (.riding, .end), (.paused, .end): return .success(.end(at: at, reason: .rider, metres: metres))
+        default: return .failure(RideError(state: state, command: command))
+        }
+    }
+
+    /// Applies a recorded transition. Replaying a journal calls this for each entry.
+    public func applying(_ tr: RideTransition) -> Result<Ride, RideError> {
+        var next = self
+        switch (state, tr) {
+        case (.riding, .pause(let at)):
+            next.state = .paused
+            next.pausedSince = at
+        case (.paused, .resume(let at)):
+            next.pausedMillisBefore += at - (pausedSince ?? at)
+            next.pausedSince = nil
+            next.state = .riding
+        case (.riding, .end(let at, let reason, let m)), (.paused, .end(let at, let reason, let m)):
+            if let since = pausedSince { next.pausedMillisBefore += at - since }
+            next.pausedSince = nil
+            next.state = .ended
+            next.endedAt = at
+            next.endReason = reason
+            next.metres = m
+        default:
+            let cmd: RideCommand
+            switch tr {
+            case .pause: cmd = .pause
+            case .resume: cmd = .resume
+            default: cmd = .end
+            }
+            return .failure(RideError(state: state, command: cmd))
+        }
+        return .success(next)
+    }
+
+    /// The last instant this ride recorded; time never runs backwards past it.
+    public var lastInstant: UnixMillis {
+        endedAt ?? pausedSince ?? startedAt
+    }
+
+    /// Milliseconds spent paused up to `now` (frozen once ended).
+    public func pausedMillis(at now: UnixMillis) -> Int64 {
+        var total = pausedMillisBefore
+        if let since = pausedSince { total += max(0, now - since) }
+        return total
+    }
+
+    /// Milliseconds spent riding up to `now`: wall time since start minus pauses.
+    public func ridingMillis(at now: UnixMillis) -> Int64 {
+        let end = endedAt ?? max(now, startedAt)
+        if let since = pausedSince { return max(0, since - startedAt - pausedMillisBefore) }
+        return max(0, end - startedAt - pausedMillisBefore)
+    }
+
+    public func elapsedSeconds(at now: UnixMillis) -> Int64 { ridingMillis(at: now) / 1000 }
+    public func pausedSeconds(at now: UnixMillis) -> Int64 {
+        pausedMillis(at: endedAt ?? now) / 1000
+    }
+
+    /// Seconds of riding left before the time limit, if the ride has one.
+    public func remainingSeconds(at now: UnixMillis) -> Int64? {
+        guard let limit else { return nil }
+        return max(0, limit - elapsedSeconds(at: now))
+    }
+
+    /// The transition the ride makes by itself by `now`, if a limit has passed: at the time
+    /// limit (riding) or at the maximum pause (paused). The end is recorded at the instant the
+    /// limit was reached, not when it was noticed, so the bill stops exactly there.
+    public func dueAutoEnd(at now: UnixMillis, maxPauseSeconds: Int64?) -> RideTransition? {
+        switch state {
+        case .riding:
+            guard let limit else { return nil }
+            let due = startedAt + pausedMillisBefore + limit * 1000
+            return now >= due ? .end(at: due, reason: .timeLimit, metres: 0) : nil
+        case .paused:
+            guard let maxPause = maxPauseSeconds, let since = pausedSince else { return nil }
+            let due = since + maxPause * 1000
+            return now >= due ? .end(at: due, reason: .pauseLimit, metres: 0) : nil
+        case .ended:
+            return nil
+        }
+    }
+
+    /// Rebuilds a ride from its journal (the first entry must be its start).
+    public static func replay(id: String, planID: String, owner: String?, limit: Int64?,
+                              journal: [RideTransition]) -> Result<Ride, RideError>? {
+        guard case .start(let t0)? = journal.first else { return nil }
+        var ride = Ride(id: id, planID: planID, owner: owner, limit: limit, startedAt: t0)
+        for tr in journal.dropFirst() {
+            switch ride.applying(tr) {
+            case .success(let r): ride = r
+            case .failure(let e): return .failure(e)
+            }
+        }
+        return .success(ride)
+    }
+}

@@ -1,0 +1,1 @@
+// Bridge arrives with the server.

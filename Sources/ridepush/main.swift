@@ -1,0 +1,1 @@
+print("ridepush: under construction")
