@@ -35,6 +35,18 @@ public struct TokenSigner: Sendable {
         return signingInput + "." + Base64URL.encode(mac(Array(signingInput.utf8)))
     }
 
+    /// Signs arbitrary header and payload JSON with this secret. Internal: it exists so tests
+    /// can forge correctly signed tokens with hostile headers (alg none, HS512) and claims.
+    func sign(headerJSON: String, payloadJSON: String) -> String {
+        let signingInput = Base64URL.encode(Array(headerJSON.utf8)) + "." + Base64URL.encode(Array(payloadJSON.utf8))
+        return signingInput + "." + signature(signingInput)
+    }
+
+    /// The encoded HS256 signature of any signing input, even one that is not base64url. Internal, for tests.
+    func signature(_ signingInput: String) -> String {
+        Base64URL.encode(mac(Array(signingInput.utf8)))
+    }
+
     /// Checks, in this order: size and shape, header (`alg` must be exactly "HS256"),
     /// signature (constant time), then claim types, then `exp`/`nbf` against `now` with
     /// `leeway`. Claims are not parsed before the signature holds, so unsigned input never
