@@ -1,0 +1,22 @@
+import Glibc
+
+/// `ridepush bench …` (arguments after "bench"). The parent spreads the clients over
+/// worker processes (the same binary re-executed with `--worker I`), because one process
+/// may hold at most ~20,000 files here.
+public func benchMain(arguments: [String]) -> Int32 {
+    let options: BenchOptions
+    do {
+        options = try BenchOptions.parse(arguments)
+    } catch {
+        printErr("ridepush bench: \(error)\n\n\(BenchOptions.usage)\n")
+        return 2
+    }
+    if options.help {
+        print(BenchOptions.usage)
+        return 0
+    }
+    if let w = options.workerIndex {
+        return Worker(options: options, index: w).run()
+    }
+    return Coordinator(options: options, arguments: arguments).run()
+}
