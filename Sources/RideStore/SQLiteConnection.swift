@@ -1,0 +1,187 @@
+import CSQLite
+import Foundation
+
+/// A value bound to a statement parameter.
+enum SQLValue {
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+    case null
+
+    static func int(_ v: Int64?) -> SQLValue { v.map { .int($0) } ?? .null }
+    static func text(_ v: String?) -> SQLValue { v.map { .text($0) } ?? .null }
+}
+
+/// One result row, valid only inside the `query` callback that received it.
+struct SQLRow {
+    let stmt: OpaquePointer
+    func isNull(_ i: Int32) -> Bool { sqlite3_column_type(stmt, i) == SQLITE_NULL }
+    func int(_ i: Int32) -> Int64 { sqlite3_column_int64(stmt, i) }
+    func optionalInt(_ i: Int32) -> Int64? { isNull(i) ? nil : int(i) }
+    func text(_ i: Int32) -> String {
+        // By length, not C string: a text value may hold a NUL.
+        guard let p = sqlite3_column_text(stmt, i) else { return "" }
+        let n = Int(sqlite3_column_bytes(stmt, i))
+        return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+    }
+    func optionalText(_ i: Int32) -> String? { isNull(i) ? nil : text(i) }
+    func blob(_ i: Int32) -> [UInt8] {
+        let n = Int(sqlite3_column_bytes(stmt, i))  // call after _blob per the SQLite docs
+        guard n > 0, let p = sqlite3_column_blob(stmt, i) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
+}
+
+/// A thin SQLite connection: prepared statements are cached by their SQL text (prepared once,
+/// reset after each use), and every failure becomes a `StoreError` naming the file.
+/// Single-threaded (opened with SQLITE_OPEN_NOMUTEX), like the store that owns it.
+final class SQLiteConnection {
+    let path: String
+    private var db: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    /// Opens (creating if missing) the file read-write. Fails on a directory, an unwritable
+    /// location or a file SQLite can only open read-only.
+    init(path: String) throws(StoreError) {
+        self.path = path
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
+            throw StoreError(.unavailable, "ride store \(path): is a directory, not a database file")
+        }
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_close_v2(handle)
+            throw StoreError(.unavailable, "ride store \(path): cannot open (\(msg)); check that the directory exists and is writable")
+        }
+        db = handle
+        sqlite3_extended_result_codes(handle, 1)
+        // SQLite silently falls back to read-only when the file is not writable; every write
+        // would then fail later, so refuse now, at start.
+        if sqlite3_db_readonly(handle, "main") == 1 {
+            close()
+            throw StoreError(.unavailable, "ride store \(path): file is not writable")
+        }
+    }
+
+    deinit { close() }
+
+    var isOpen: Bool { db != nil }
+
+    func close() {
+        for (_, s) in statements { sqlite3_finalize(s) }
+        statements = [:]
+        if let db { sqlite3_close_v2(db) }
+        db = nil
+    }
+
+    /// Runs SQL text that may hold several statements, no parameters (pragmas, DDL, BEGIN…).
+    func exec(_ sql: String) throws(StoreError) {
+        let db = try handle()
+        var err: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(db, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let msg = err.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(err)
+            throw error(rc, msg, doing: sql)
+        }
+    }
+
+    /// Runs one statement, calling `row` for each result row.
+    func query(_ sql: String, _ binds: [SQLValue] = [], row: (SQLRow) throws(StoreError) -> Void) throws(StoreError) {
+        let stmt = try prepared(sql)
+        defer {
+            sqlite3_reset(stmt)
+            sqlite3_clear_bindings(stmt)
+        }
+        try bind(binds, to: stmt, sql: sql)
+        while true {
+            let rc = sqlite3_step(stmt)
+            if rc == SQLITE_ROW {
+                try row(SQLRow(stmt: stmt))
+            } else if rc == SQLITE_DONE {
+                return
+            } else {
+                throw error(rc, currentMessage(rc), doing: sql)
+            }
+        }
+    }
+
+    /// Runs one statement that returns no rows (or whose rows don't matter).
+    func run(_ sql: String, _ binds: [SQLValue] = []) throws(StoreError) {
+        try query(sql, binds) { (_: SQLRow) throws(StoreError) in }
+    }
+
+    /// The first column of the first row, as text (pragma results).
+    func scalarText(_ sql: String) throws(StoreError) -> String? {
+        var out: String?
+        try query(sql) { (r: SQLRow) throws(StoreError) in if out == nil { out = r.optionalText(0) } }
+        return out
+    }
+
+    /// Whether the connection is outside any transaction (SQLite rolls some failures back
+    /// itself, e.g. SQLITE_FULL in some cases, after which ROLLBACK would be an error).
+    var inTransaction: Bool {
+        guard let db else { return false }
+        return sqlite3_get_autocommit(db) == 0
+    }
+
+    /// The `StoreError` for a failed call: the kind the server acts on, and a message naming
+    /// the file, what failed and SQLite's own words.
+    func error(_ rc: Int32, _ message: String, doing sql: String) -> StoreError {
+        let kind: StoreError.Kind
+        switch rc & 0xff {
+        case SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_FORMAT: kind = .corrupt
+        case SQLITE_CONSTRAINT: kind = .conflict
+        default: kind = .unavailable  // FULL, IOERR, CANTOPEN, READONLY, BUSY, LOCKED, NOMEM, …
+        }
+        let what = sql.split(whereSeparator: \.isWhitespace).prefix(3).joined(separator: " ")
+        return StoreError(kind, "ride store \(path): \(message) (SQLite code \(rc), during \(what))")
+    }
+
+    // MARK: private
+
+    private func handle() throws(StoreError) -> OpaquePointer {
+        guard let db else { throw StoreError(.unavailable, "ride store \(path): closed") }
+        return db
+    }
+
+    private func currentMessage(_ rc: Int32) -> String {
+        guard let db else { return String(cString: sqlite3_errstr(rc)) }
+        return String(cString: sqlite3_errmsg(db))
+    }
+
+    private func prepared(_ sql: String) throws(StoreError) -> OpaquePointer {
+        if let s = statements[sql] { return s }
+        let db = try handle()
+        var stmt: OpaquePointer?
+        // PERSISTENT: these live for the whole connection, so let SQLite allocate accordingly.
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else {
+            throw error(rc, currentMessage(rc), doing: sql)
+        }
+        statements[sql] = stmt
+        return stmt
+    }
+
+    private func bind(_ values: [SQLValue], to stmt: OpaquePointer, sql: String) throws(StoreError) {
+        for (n, v) in values.enumerated() {
+            let i = Int32(n + 1)
+            let rc: Int32
+            switch v {
+            case .int(let x): rc = sqlite3_bind_int64(stmt, i, x)
+            case .null: rc = sqlite3_bind_null(stmt, i)
+            case .text(let s):
+                rc = s.utf8CString.withUnsafeBufferPointer { buf in
+                    csqlite_bind_text(stmt, i, buf.baseAddress, Int32(buf.count - 1))
+                }
+            case .blob(let b):
+                // An empty array must still bind a (zero-length) blob, not NULL.
+                rc = b.isEmpty ? sqlite3_bind_zeroblob(stmt, i, 0)
+                    : b.withUnsafeBytes { csqlite_bind_blob(stmt, i, $0.baseAddress, Int32($0.count)) }
+            }
+            if rc != SQLITE_OK { throw error(rc, currentMessage(rc), doing: sql) }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+import RideCore
+
+/// The embedded default store: one SQLite file in WAL mode. Every mutating call is one
+/// `BEGIN IMMEDIATE … COMMIT` that is on disk (fsynced) when the call returns; any failure
+/// rolls the whole call back and throws.
+public final class SQLiteStore: RideStore {
+    public let path: String
+    /// Internal so tests can poke at the file (e.g. cap its size to provoke SQLITE_FULL).
+    let db: SQLiteConnection
+
+    /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
+    /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
+    /// SQLite file, damaged, or someone else's database), `.newerSchema`.
+    public init(path: String) throws(StoreError) {
+        self.path = path
+        db = try SQLiteConnection(path: path)
+        do {
+            try configureAndMigrate()
+        } catch {
+            db.close()
+            throw error
+        }
+    }
+
+    deinit { db.close() }
+
+    public func close() { db.close() }
+
+    // MARK: writes
+
+    @discardableResult
+    public func create(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis,
+                       reply: ReplyRecord?) throws(StoreError) -> StoredRide {
+        try transaction { () throws(StoreError) -> StoredRide in
+            // Checked rather than inferred from a constraint failure, for a clear message.
+            var exists = false
+            try db.query("SELECT 1 FROM rides WHERE id = ?", [.text(id)]) { (_: SQLRow) throws(StoreError) in exists = true }
+            if exists { throw StoreError(.conflict, "ride \(id) already exists") }
+            try db.run("""
+                INSERT INTO rides (id, plan_id, owner, time_limit, started_at, ended_at)
+                VALUES (?, ?, ?, ?, ?, NULL)
+                """, [.text(id), .text(planID), .text(owner), .int(limit), .int(startedAt)])
+            let start = RideTransition.start(at: startedAt)
+            try insert(start, ride: id, seq: 1)
+            try record(reply)
+            return StoredRide(id: id, planID: planID, owner: owner, limit: limit, journal: [start])!
+        }
+    }
+
+    @discardableResult
+    public func append(ride id: String, _ transition: RideTransition, reply: ReplyRecord?) throws(StoreError) -> StoredRide {
+        try transaction { () throws(StoreError) -> StoredRide in
+            // Validate against the journal on disk, not the caller's copy: the store is the
+            // last line that keeps a ride from being ended twice.
+            guard let current = try load(id) else { throw StoreError(.notFound, "no ride \(id)") }
+            let next = try current.appending(transition).get()
+            try insert(transition, ride: id, seq: Int64(next.journal.count))
+            if case .end(let at, _, _) = transition {
+                try db.run("UPDATE rides SET ended_at = ? WHERE id = ?", [.int(at), .text(id)])
+            }
+            try record(reply)
+            return next
+        }
+    }
+
+    public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
+        try transaction { () throws(StoreError) in
+            try db.run("DELETE FROM replies WHERE at < ?", [.int(instant)])
+        }
+    }
+
+    // MARK: reads (single statements: each sees one consistent snapshot)
+
+    public func openRides() throws(StoreError) -> [StoredRide] {
+        // INDEXED BY: without statistics SQLite would scan every ride ever recorded; the
+        // partial index holds only the open ones, so recovery time follows open rides only.
+        try loadRides("""
+            SELECT r.id, r.plan_id, r.owner, r.time_limit, t.kind, t.at, t.reason, t.metres
+            FROM rides r INDEXED BY rides_open LEFT JOIN transitions t ON t.ride_id = r.id
+            WHERE r.ended_at IS NULL
+            ORDER BY r.id, t.seq
+            """, [])
+    }
+
+    public func ride(_ id: String) throws(StoreError) -> StoredRide? {
+        try load(id)
+    }
+
+    public func reply(for key: ReplyKey) throws(StoreError) -> [UInt8]? {
+        var out: [UInt8]?
+        try db.query("SELECT bytes FROM replies WHERE scope = ? AND id = ?", [.text(key.scope), .text(key.id)]) {
+            (r: SQLRow) throws(StoreError) in out = r.blob(0)
+        }
+        return out
+    }
+
+    // MARK: private
+
+    private func load(_ id: String) throws(StoreError) -> StoredRide? {
+        try loadRides("""
+            SELECT r.id, r.plan_id, r.owner, r.time_limit, t.kind, t.at, t.reason, t.metres
+            FROM rides r LEFT JOIN transitions t ON t.ride_id = r.id
+            WHERE r.id = ?
+            ORDER BY t.seq
+            """, [.text(id)]).first
+    }
+
+    /// Groups rows of (ride columns, one transition) into rides, replaying each journal.
+    private func loadRides(_ sql: String, _ binds: [SQLValue]) throws(StoreError) -> [StoredRide] {
+        var out: [StoredRide] = []
+        var meta: (id: String, plan: String, owner: String?, limit: Int64?)?
+        var journal: [RideTransition] = []
+        func flush() throws(StoreError) {
+            guard let m = meta else { return }
+            guard let stored = StoredRide(id: m.id, planID: m.plan, owner: m.owner, limit: m.limit, journal: journal) else {
+                throw StoreError(.corrupt, "ride store \(path): the journal of ride \(m.id) does not replay (\(journal.map(\.kind).joined(separator: ", ")))")
+            }
+            out.append(stored)
+        }
+        try db.query(sql, binds) { (r: SQLRow) throws(StoreError) in
+            let id = r.text(0)
+            if meta?.id != id {
+                try flush()
+                meta = (id, r.text(1), r.optionalText(2), r.optionalInt(3))
+                journal = []
+            }
+            if !r.isNull(4) { journal.append(try decode(r, ride: id)) }
+        }
+        try flush()
+        return out
+    }
+
+    private func decode(_ r: SQLRow, ride id: String) throws(StoreError) -> RideTransition {
+        let at = r.int(5)
+        switch r.text(4) {
+        case "start": return .start(at: at)
+        case "pause": return .pause(at: at)
+        case "resume": return .resume(at: at)
+        case "end":
+            guard let raw = r.optionalText(6), let reason = EndReason(rawValue: raw), let metres = r.optionalInt(7) else {
+                throw StoreError(.corrupt, "ride store \(path): ride \(id) has an end without a valid reason and metres")
+            }
+            return .end(at: at, reason: reason, metres: metres)
+        case let other:
+            throw StoreError(.corrupt, "ride store \(path): ride \(id) has an unknown transition '\(other)'")
+        }
+    }
+
+    private func insert(_ t: RideTransition, ride id: String, seq: Int64) throws(StoreError) {
+        var reason: String?
+        var metres: Int64?
+        if case .end(_, let r, let m) = t { (reason, metres) = (r.rawValue, m) }
+        try db.run("INSERT INTO transitions (ride_id, seq, kind, at, reason, metres) VALUES (?, ?, ?, ?, ?, ?)",
+                   [.text(id), .int(seq), .text(t.kind), .int(t.at), .text(reason), .int(metres)])
+    }
+
+    private func record(_ reply: ReplyRecord?) throws(StoreError) {
+        guard let reply else { return }
+        do {
+            try db.run("INSERT INTO replies (scope, id, bytes, at) VALUES (?, ?, ?, ?)",
+                       [.text(reply.key.scope), .text(reply.key.id), .blob(reply.bytes), .int(reply.at)])
+        } catch where error.kind == .conflict {
+            // The server should have answered from `reply(for:)` instead of applying again;
+            // refusing here (and rolling back the transition) keeps "applied once" true.
+            throw StoreError(.conflict, "a reply is already recorded for \(reply.key)")
+        }
+    }
+
+    /// One call = one write transaction. IMMEDIATE takes the write lock up front, so a
+    /// second process on the file fails fast at BEGIN (after busy_timeout), never halfway.
+    private func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+        try db.run("BEGIN IMMEDIATE")
+        do {
+            let value = try body()
+            try db.run("COMMIT")
+            return value
+        } catch {
+            // SQLite may already have rolled back (e.g. after some I/O errors); a ROLLBACK
+            // then would only fail, so issue it only while a transaction is still open.
+            if db.inTransaction { try? db.run("ROLLBACK") }
+            throw error
+        }
+    }
+
+    private func configureAndMigrate() throws(StoreError) {
+        // Wait a little for a lock held by another process (an inspecting sqlite3 shell, a
+        // checkpoint) instead of failing at once; short, because the caller is the server's
+        // only service thread and everything else waits behind it.
+        try db.exec("PRAGMA busy_timeout = 1000")
+
+        // Read before changing anything: this is where a non-SQLite file ("file is not a
+        // database") or a damaged header fails, and a newer file is refused untouched.
+        var tables: Set<String> = []
+        try db.query("SELECT name FROM sqlite_master WHERE type = 'table'") { (r: SQLRow) throws(StoreError) in
+            tables.insert(r.text(0))
+        }
+        if !tables.isEmpty && !tables.contains("schema_version") {
+            throw StoreError(.corrupt, "ride store \(path): an SQLite database but not a RidePush store (no schema_version table; has \(tables.sorted().joined(separator: ", ")))")
+        }
+        try refuseNewer(try version())
+
+        // WAL: a commit appends to the log instead of rewriting pages, so one fsync per
+        // transition; readers never block the writer.
+        let mode = try db.scalarText("PRAGMA journal_mode = WAL")
+        if mode?.lowercased() != "wal" {
+            throw StoreError(.unavailable, "ride store \(path): cannot switch to WAL mode (got \(mode ?? "nothing"))")
+        }
+        // FULL, not NORMAL: in WAL mode NORMAL skips the fsync at commit (it syncs only at
+        // checkpoints), so a power cut or kernel crash could drop transitions the rider was
+        // already told about. A ride is money: the reply waits for the fsync.
+        try db.exec("PRAGMA synchronous = FULL")
+        try db.exec("PRAGMA foreign_keys = ON")
+
+        for step in Schema.migrations {
+            try transaction { () throws(StoreError) in
+                // Re-read inside the write lock: another process may have upgraded meanwhile.
+                let v = try version()
+                try refuseNewer(v)
+                guard v < step.version else { return }
+                try db.exec(step.sql)
+                try db.run("INSERT INTO schema_version (version, applied_at) VALUES (?, CAST(strftime('%s', 'now') AS INTEGER))",
+                           [.int(step.version)])
+            }
+        }
+    }
+
+    /// The file's schema version: 0 for a new (empty) file.
+    private func version() throws(StoreError) -> Int64 {
+        var hasTable = false
+        try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'") {
+            (_: SQLRow) throws(StoreError) in hasTable = true
+        }
+        guard hasTable else { return 0 }
+        var v: Int64 = 0
+        try db.query("SELECT COALESCE(MAX(version), 0) FROM schema_version") { (r: SQLRow) throws(StoreError) in v = r.int(0) }
+        return v
+    }
+
+    private func refuseNewer(_ v: Int64) throws(StoreError) {
+        if v > Schema.current {
+            throw StoreError(.newerSchema, "ride store \(path): schema version \(v) is newer than this RidePush supports (version \(Schema.current)); upgrade RidePush or use another file")
+        }
+    }
+}

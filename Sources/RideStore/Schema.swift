@@ -1,0 +1,52 @@
+/// The store's schema, as numbered migrations. A file records every version applied in
+/// `schema_version` (one row each); its version is the highest. Opening a file applies the
+/// missing ones in order, each in its own transaction with its version row, so a crash
+/// mid-upgrade leaves the file at the previous version, never in between.
+///
+/// Never edit a shipped migration: files in the field were made by it. Add a new one.
+enum Schema {
+    /// The newest version this code knows; a file with a higher one is refused.
+    static let current: Int64 = 2
+
+    static let migrations: [(version: Int64, sql: String)] = [
+        (1, """
+            CREATE TABLE schema_version (
+                version    INTEGER PRIMARY KEY,
+                applied_at INTEGER NOT NULL       -- Unix seconds
+            );
+            -- One row per ride: what the start fixed, and when it ended (NULL while open) so
+            -- recovery finds the open rides through a small partial index.
+            CREATE TABLE rides (
+                id         TEXT PRIMARY KEY NOT NULL,
+                plan_id    TEXT NOT NULL,
+                owner      TEXT,                  -- token sub; NULL when auth is off
+                time_limit INTEGER,               -- riding seconds; NULL = none
+                started_at INTEGER NOT NULL,      -- Unix ms, same as the start transition
+                ended_at   INTEGER                -- Unix ms of the end transition
+            ) WITHOUT ROWID;
+            CREATE INDEX rides_open ON rides (id) WHERE ended_at IS NULL;
+            -- The journal: the ride is these, in seq order (1 = start).
+            CREATE TABLE transitions (
+                ride_id TEXT NOT NULL REFERENCES rides (id),
+                seq     INTEGER NOT NULL,
+                kind    TEXT NOT NULL CHECK (kind IN ('start', 'pause', 'resume', 'end')),
+                at      INTEGER NOT NULL,         -- Unix ms
+                reason  TEXT,                     -- end only: rider, time_limit, pause_limit
+                metres  INTEGER,                  -- end only
+                PRIMARY KEY (ride_id, seq)
+            ) WITHOUT ROWID;
+            """),
+        (2, """
+            -- Exactly-once control: the reply sent for (scope, request id), written in the
+            -- same transaction as the transition it answered.
+            CREATE TABLE replies (
+                scope TEXT NOT NULL,              -- rider sub, '' before auth
+                id    TEXT NOT NULL,              -- client request id
+                bytes BLOB NOT NULL,              -- the exact reply frame
+                at    INTEGER NOT NULL,           -- Unix ms recorded; pruned after 24 h
+                PRIMARY KEY (scope, id)
+            ) WITHOUT ROWID;
+            CREATE INDEX replies_at ON replies (at);
+            """),
+    ]
+}

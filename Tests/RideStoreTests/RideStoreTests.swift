@@ -1,0 +1,236 @@
+import Foundation
+import XCTest
+import RideCore
+@testable import RideStore
+
+let t0: UnixMillis = 1_764_430_000_000
+
+/// The error a call threw, or nil if it succeeded.
+func storeError<T>(_ body: () throws(StoreError) -> T) -> StoreError? {
+    do {
+        _ = try body()
+        return nil
+    } catch {
+        return error
+    }
+}
+
+func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+/// Behaviour both stores must share; each test runs it against a fresh store of each kind.
+/// `reopen` gives the same store again (SQLite: closes and reopens the file), so everything
+/// checked after it is checked from disk.
+final class RideStoreSemanticsTests: XCTestCase {
+    var dir: URL!
+
+    override func setUpWithError() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    /// Runs `body` once with a memory store and once with an SQLite file.
+    func forEachStore(_ body: (_ store: () throws(StoreError) -> any RideStore, _ reopen: (any RideStore) throws(StoreError) -> any RideStore) throws -> Void) throws {
+        let memory = MemoryStore()
+        try body({ () throws(StoreError) in memory }, { (s: any RideStore) throws(StoreError) in s })
+        let path = dir.appendingPathComponent("rides.db").path
+        try body({ () throws(StoreError) in try SQLiteStore(path: path) }, { (s: any RideStore) throws(StoreError) in
+            s.close()
+            return try SQLiteStore(path: path)
+        })
+    }
+
+    func testEveryTransitionRoundTrips() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            let id = "r/ü \"1\"\u{0}x"  // quotes, non-ASCII and a NUL survive as they are
+            try store.create(id: id, planID: "city-standard", owner: "rider-7", limit: 3600, startedAt: t0, reply: nil)
+            try store.append(ride: id, .pause(at: t0 + 61_250), reply: nil)
+            try store.append(ride: id, .resume(at: t0 + 90_000), reply: nil)
+            try store.append(ride: id, .pause(at: t0 + 100_000), reply: nil)
+            // An instant before the last one (a clock that stepped back) is kept as recorded.
+            try store.append(ride: id, .resume(at: t0 + 99_000), reply: nil)
+            try store.append(ride: id, .end(at: t0 + 300_999, reason: .pauseLimit, metres: 4_321), reply: nil)
+            try store.create(id: "r-2", planID: "p2", owner: nil, limit: nil, startedAt: t0 + 5, reply: nil)
+            try store.append(ride: "r-2", .end(at: t0 + 7, reason: .timeLimit, metres: 0), reply: nil)
+            try store.create(id: "r-3", planID: "p3", owner: "", limit: 0, startedAt: t0 - 1, reply: nil)
+            try store.append(ride: "r-3", .end(at: t0, reason: .rider, metres: -1), reply: nil)
+
+            store = try reopen(store)
+            let r1 = try XCTUnwrap(try store.ride(id))
+            XCTAssertEqual(r1.journal, [.start(at: t0), .pause(at: t0 + 61_250), .resume(at: t0 + 90_000),
+                                        .pause(at: t0 + 100_000), .resume(at: t0 + 99_000),
+                                        .end(at: t0 + 300_999, reason: .pauseLimit, metres: 4_321)])
+            XCTAssertEqual(r1.id, id)
+            XCTAssertEqual(r1.planID, "city-standard")
+            XCTAssertEqual(r1.owner, "rider-7")
+            XCTAssertEqual(r1.limit, 3600)
+            XCTAssertEqual(r1.ride.state, .ended)
+            XCTAssertEqual(r1.ride.endedAt, t0 + 300_999)
+            XCTAssertEqual(r1.ride.endReason, .pauseLimit)
+            XCTAssertEqual(r1.ride.metres, 4_321)
+            // Riding: 61_250 + (100_000 - 90_000) + (300_999 - 100_000) = 272_249 ms.
+            XCTAssertEqual(r1.ride.ridingMillis(at: t0 + 999_999), 272_249)
+            XCTAssertEqual(r1.ride.pausedMillis(at: t0 + 999_999), 28_750)
+
+            let r2 = try XCTUnwrap(try store.ride("r-2"))
+            XCTAssertEqual(r2.journal, [.start(at: t0 + 5), .end(at: t0 + 7, reason: .timeLimit, metres: 0)])
+            XCTAssertNil(r2.owner)
+            XCTAssertNil(r2.limit)
+            XCTAssertEqual(r2.planID, "p2")
+            let r3 = try XCTUnwrap(try store.ride("r-3"))
+            XCTAssertEqual(r3.journal, [.start(at: t0 - 1), .end(at: t0, reason: .rider, metres: -1)])
+            XCTAssertEqual(r3.owner, "")
+            XCTAssertEqual(r3.limit, 0)
+            XCTAssertNil(try store.ride("nope"))
+            store.close()
+        }
+    }
+
+    func testOpenRidesAreTheUnendedOnesAfterReopen() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            try store.create(id: "b-riding", planID: "p", owner: "u1", limit: 600, startedAt: t0, reply: nil)
+            try store.create(id: "a-paused", planID: "p", owner: nil, limit: nil, startedAt: t0 + 1_000, reply: nil)
+            try store.append(ride: "a-paused", .pause(at: t0 + 2_000), reply: nil)
+            try store.create(id: "c-ended", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+            try store.append(ride: "c-ended", .end(at: t0 + 3_000, reason: .rider, metres: 12), reply: nil)
+            try store.create(id: "d-resumed", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+            try store.append(ride: "d-resumed", .pause(at: t0 + 10_000), reply: nil)
+            try store.append(ride: "d-resumed", .resume(at: t0 + 40_000), reply: nil)
+            let before = try store.openRides()
+
+            store = try reopen(store)
+            let open = try store.openRides()
+            XCTAssertEqual(open, before)
+            XCTAssertEqual(open.map(\.id), ["a-paused", "b-riding", "d-resumed"])
+            // The server down-time counts as riding unless paused: derived from instants only.
+            let now = t0 + 3_600_000
+            XCTAssertEqual(open[0].ride.state, .paused)
+            XCTAssertEqual(open[0].ride.ridingMillis(at: now), 1_000)
+            XCTAssertEqual(open[1].ride.state, .riding)
+            XCTAssertEqual(open[1].ride.elapsedSeconds(at: now), 3_600)
+            XCTAssertEqual(open[1].ride.remainingSeconds(at: t0 + 100_500), 500)
+            XCTAssertEqual(open[2].ride.ridingMillis(at: now), 3_570_000)
+            XCTAssertEqual(open[2].ride.pausedSeconds(at: now), 30)
+            XCTAssertEqual(try store.ride("c-ended")?.ride.state, .ended)
+            store.close()
+        }
+    }
+
+    func testReplayedRideEqualsTheOneTheServerComputed() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            var live = Ride(id: "r", planID: "p", owner: "u", limit: 900, startedAt: t0)
+            try store.create(id: "r", planID: "p", owner: "u", limit: 900, startedAt: t0, reply: nil)
+            for (cmd, at) in [(RideCommand.pause, t0 + 12_345), (.resume, t0 + 20_000), (.pause, t0 + 50_001)] {
+                let tr = try live.transition(for: cmd, at: at).get()
+                live = try live.applying(tr).get()
+                let stored = try store.append(ride: "r", tr, reply: nil)
+                XCTAssertEqual(stored.ride, live)
+            }
+            store = try reopen(store)
+            XCTAssertEqual(try store.ride("r")?.ride, live)
+            XCTAssertEqual(try store.openRides().map(\.ride), [live])
+            XCTAssertEqual(live.ridingMillis(at: t0 + 86_400_000), 42_346)
+            store.close()
+        }
+    }
+
+    func testConflictsAndUnknownRidesChangeNothing() throws {
+        try forEachStore { open, _ in
+            let store = try open()
+            try store.create(id: "r", planID: "p", owner: "u", limit: nil, startedAt: t0, reply: nil)
+            var e = storeError { () throws(StoreError) in try store.create(id: "r", planID: "other", owner: nil, limit: 5, startedAt: t0 + 1, reply: nil) }
+            XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(e?.message, "ride r already exists")
+            e = storeError { () throws(StoreError) in try store.append(ride: "ghost", .pause(at: t0), reply: nil) }
+            XCTAssertEqual(e?.kind, .notFound)
+            XCTAssertNil(try store.ride("ghost"))
+            e = storeError { () throws(StoreError) in try store.append(ride: "r", .start(at: t0 + 1), reply: nil) }
+            XCTAssertEqual(e?.kind, .conflict)
+            e = storeError { () throws(StoreError) in try store.append(ride: "r", .resume(at: t0 + 1), reply: nil) }
+            XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(e?.message, "ride r: ride is riding; cannot resume")
+            try store.append(ride: "r", .end(at: t0 + 9, reason: .rider, metres: 3), reply: nil)
+            e = storeError { () throws(StoreError) in try store.append(ride: "r", .end(at: t0 + 10, reason: .rider, metres: 4), reply: nil) }
+            XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(try store.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 9, reason: .rider, metres: 3)])
+            XCTAssertEqual(try store.ride("r")?.planID, "p")
+            store.close()
+        }
+    }
+
+    func testRepliesAreRecordedWithTheirTransitionAndSurviveReopen() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            let startKey = ReplyKey(scope: "rider-1", id: "req-1")
+            let endKey = ReplyKey(scope: "rider-1", id: "req-2")
+            let startReply = bytes(#"{"type":"state","ride":"r","state":"riding","id":"req-1"}"#)
+            let endReply = bytes(#"{"type":"state","ride":"r","state":"ended","id":"req-2"}"#) + [0, 255]
+            try store.create(id: "r", planID: "p", owner: "rider-1", limit: nil, startedAt: t0,
+                             reply: ReplyRecord(key: startKey, bytes: startReply, at: t0))
+            try store.append(ride: "r", .end(at: t0 + 5_000, reason: .rider, metres: 0),
+                             reply: ReplyRecord(key: endKey, bytes: endReply, at: t0 + 5_000))
+            try store.create(id: "anon", planID: "p", owner: nil, limit: nil, startedAt: t0,
+                             reply: ReplyRecord(key: ReplyKey(scope: "", id: "req-1"), bytes: [], at: t0))
+
+            store = try reopen(store)
+            XCTAssertEqual(try store.reply(for: startKey), startReply)
+            XCTAssertEqual(try store.reply(for: endKey), endReply)
+            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "", id: "req-1")), [])
+            XCTAssertNil(try store.reply(for: ReplyKey(scope: "rider-2", id: "req-1")))
+            XCTAssertNil(try store.reply(for: ReplyKey(scope: "rider-1", id: "req-3")))
+
+            // A reused key means the server applied a request twice: refused, and the
+            // transition that came with it is not written either.
+            try store.create(id: "s", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+            let e = storeError { () throws(StoreError) in
+                try store.append(ride: "s", .pause(at: t0 + 1), reply: ReplyRecord(key: startKey, bytes: [1], at: t0 + 1))
+            }
+            XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(try store.ride("s")?.journal, [.start(at: t0)])
+            XCTAssertEqual(try store.reply(for: startKey), startReply)
+            let e2 = storeError { () throws(StoreError) in
+                try store.create(id: "t", planID: "p", owner: nil, limit: nil, startedAt: t0,
+                                 reply: ReplyRecord(key: endKey, bytes: [1], at: t0))
+            }
+            XCTAssertEqual(e2?.kind, .conflict)
+            XCTAssertNil(try store.ride("t"))
+            store.close()
+        }
+    }
+
+    func testPruneForgetsOnlyOlderReplies() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            for (n, at) in [(1, t0), (2, t0 + 1), (3, t0 + 2)] {
+                try store.create(id: "r\(n)", planID: "p", owner: nil, limit: nil, startedAt: at,
+                                 reply: ReplyRecord(key: ReplyKey(scope: "u", id: "\(n)"), bytes: [UInt8(n)], at: at))
+            }
+            try store.prune(repliesBefore: t0 + 1)
+            store = try reopen(store)
+            XCTAssertNil(try store.reply(for: ReplyKey(scope: "u", id: "1")))
+            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "2")), [2])
+            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "3")), [3])
+            // Rides are never pruned.
+            XCTAssertEqual(try store.openRides().map(\.id), ["r1", "r2", "r3"])
+            store.close()
+        }
+    }
+
+    func testClosedStoreIsUnavailable() throws {
+        try forEachStore { open, _ in
+            let store = try open()
+            store.close()
+            store.close()
+            XCTAssertEqual(storeError { () throws(StoreError) in try store.openRides() }?.kind, .unavailable)
+            XCTAssertEqual(storeError { () throws(StoreError) in
+                try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+            }?.kind, .unavailable)
+        }
+    }
+}

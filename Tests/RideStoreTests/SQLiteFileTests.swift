@@ -1,0 +1,188 @@
+import Foundation
+import XCTest
+import RideCore
+@testable import RideStore
+
+/// What only the SQLite file can get wrong: schema versions, bad files, write failures.
+final class SQLiteFileTests: XCTestCase {
+    var dir: URL!
+    var path: String { dir.appendingPathComponent("rides.db").path }
+
+    override func setUpWithError() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    func versions(_ path: String) throws -> [Int64] {
+        let raw = try SQLiteConnection(path: path)
+        defer { raw.close() }
+        var out: [Int64] = []
+        try raw.query("SELECT version FROM schema_version ORDER BY version") { (r: SQLRow) throws(StoreError) in out.append(r.int(0)) }
+        return out
+    }
+
+    func testNewFileIsCurrentVersionInWALMode() throws {
+        try SQLiteStore(path: path).close()
+        XCTAssertEqual(try versions(path), [1, 2])
+        let raw = try SQLiteConnection(path: path)
+        XCTAssertEqual(try raw.scalarText("PRAGMA journal_mode"), "wal")
+        raw.close()
+        // Opening again applies nothing twice.
+        try SQLiteStore(path: path).close()
+        XCTAssertEqual(try versions(path), [1, 2])
+    }
+
+    func testMigratesAVersion1FileKeepingItsRides() throws {
+        // A version-1 file as an older RidePush wrote it: literal SQL, independent of the
+        // migration code, so editing migration 1 by mistake fails here.
+        let raw = try SQLiteConnection(path: path)
+        try raw.exec("""
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
+            CREATE TABLE rides (id TEXT PRIMARY KEY NOT NULL, plan_id TEXT NOT NULL, owner TEXT,
+                time_limit INTEGER, started_at INTEGER NOT NULL, ended_at INTEGER) WITHOUT ROWID;
+            CREATE INDEX rides_open ON rides (id) WHERE ended_at IS NULL;
+            CREATE TABLE transitions (ride_id TEXT NOT NULL REFERENCES rides (id), seq INTEGER NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('start', 'pause', 'resume', 'end')), at INTEGER NOT NULL,
+                reason TEXT, metres INTEGER, PRIMARY KEY (ride_id, seq)) WITHOUT ROWID;
+            INSERT INTO schema_version VALUES (1, 1700000000);
+            INSERT INTO rides VALUES ('open-1', 'city', 'rider-9', 1800, \(t0), NULL);
+            INSERT INTO transitions VALUES ('open-1', 1, 'start', \(t0), NULL, NULL);
+            INSERT INTO transitions VALUES ('open-1', 2, 'pause', \(t0 + 60_000), NULL, NULL);
+            INSERT INTO rides VALUES ('done-1', 'city', NULL, NULL, \(t0), \(t0 + 125_500));
+            INSERT INTO transitions VALUES ('done-1', 1, 'start', \(t0), NULL, NULL);
+            INSERT INTO transitions VALUES ('done-1', 2, 'end', \(t0 + 125_500), 'rider', 2500);
+            """)
+        raw.close()
+        XCTAssertEqual(try versions(path), [1])
+
+        let store = try SQLiteStore(path: path)
+        XCTAssertEqual(try versions(path), [1, 2])
+        let open = try store.openRides()
+        XCTAssertEqual(open.map(\.id), ["open-1"])
+        XCTAssertEqual(open[0].journal, [.start(at: t0), .pause(at: t0 + 60_000)])
+        XCTAssertEqual(open[0].owner, "rider-9")
+        XCTAssertEqual(open[0].limit, 1800)
+        XCTAssertEqual(open[0].ride.state, .paused)
+        XCTAssertEqual(open[0].ride.elapsedSeconds(at: t0 + 999_000), 60)
+        let done = try XCTUnwrap(try store.ride("done-1"))
+        XCTAssertEqual(done.journal, [.start(at: t0), .end(at: t0 + 125_500, reason: .rider, metres: 2500)])
+        XCTAssertEqual(done.ride.elapsedSeconds(at: t0 + 999_000), 125)
+        // Version 2's table works on the upgraded file.
+        let key = ReplyKey(scope: "rider-9", id: "q1")
+        try store.append(ride: "open-1", .resume(at: t0 + 70_000), reply: ReplyRecord(key: key, bytes: [7], at: t0 + 70_000))
+        XCTAssertEqual(try store.reply(for: key), [7])
+        store.close()
+    }
+
+    func testNewerSchemaIsRefusedUntouched() throws {
+        try SQLiteStore(path: path).close()
+        let raw = try SQLiteConnection(path: path)
+        try raw.exec("INSERT INTO schema_version VALUES (3, 1800000000)")
+        raw.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
+        XCTAssertEqual(e?.kind, .newerSchema)
+        XCTAssertEqual(e?.message, "ride store \(path): schema version 3 is newer than this RidePush supports (version 2); upgrade RidePush or use another file")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
+        XCTAssertEqual(try versions(path), [1, 2, 3])
+    }
+
+    func testNonDatabaseFileIsRefused() throws {
+        let junk = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        try (Data("not a database, just some bytes\n".utf8) + junk).write(to: URL(fileURLWithPath: path))
+        let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
+        XCTAssertEqual(e?.kind, .corrupt)
+        XCTAssertTrue(e?.message.hasPrefix("ride store \(path): file is not a database") ?? false, e?.message ?? "no error")
+    }
+
+    func testSomeoneElsesDatabaseIsRefused() throws {
+        let raw = try SQLiteConnection(path: path)
+        try raw.exec("CREATE TABLE invoices (n INTEGER); CREATE TABLE rides (x)")
+        raw.close()
+        let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
+        XCTAssertEqual(e?.kind, .corrupt)
+        XCTAssertEqual(e?.message, "ride store \(path): an SQLite database but not a RidePush store (no schema_version table; has invoices, rides)")
+    }
+
+    func testDamagedJournalIsReportedNotGuessed() throws {
+        let store = try SQLiteStore(path: path)
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        store.close()
+        let raw = try SQLiteConnection(path: path)
+        try raw.exec("INSERT INTO transitions VALUES ('r', 2, 'resume', \(t0 + 1), NULL, NULL)")
+        raw.close()
+        let reopened = try SQLiteStore(path: path)
+        let e = storeError { () throws(StoreError) in try reopened.openRides() }
+        XCTAssertEqual(e?.kind, .corrupt)
+        XCTAssertEqual(e?.message, "ride store \(path): the journal of ride r does not replay (start, resume)")
+        reopened.close()
+    }
+
+    func testUnusablePathsAreRefusedAtOpen() throws {
+        // A directory.
+        var e = storeError { () throws(StoreError) in try SQLiteStore(path: dir.path) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertEqual(e?.message, "ride store \(dir.path): is a directory, not a database file")
+
+        // A missing directory, and a "directory" that is a regular file: unwritable even for root.
+        let missing = dir.appendingPathComponent("no/such/dir/rides.db").path
+        e = storeError { () throws(StoreError) in try SQLiteStore(path: missing) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertEqual(e?.message, "ride store \(missing): cannot open (unable to open database file); check that the directory exists and is writable")
+        let file = dir.appendingPathComponent("plain")
+        try Data("x".utf8).write(to: file)
+        let underFile = file.appendingPathComponent("rides.db").path
+        e = storeError { () throws(StoreError) in try SQLiteStore(path: underFile) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.hasPrefix("ride store \(underFile): cannot open") ?? false)
+
+        // Permission bits only stop a non-root user (the test may run as root in CI boxes).
+        if geteuid() != 0 {
+            let locked = dir.appendingPathComponent("locked")
+            try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: false)
+            chmod(locked.path, 0o555)
+            defer { chmod(locked.path, 0o755) }
+            let p = locked.appendingPathComponent("rides.db").path
+            e = storeError { () throws(StoreError) in try SQLiteStore(path: p) }
+            XCTAssertEqual(e?.kind, .unavailable)
+
+            try SQLiteStore(path: path).close()
+            chmod(path, 0o444)
+            defer { chmod(path, 0o644) }
+            e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
+            XCTAssertEqual(e?.kind, .unavailable)
+        }
+    }
+
+    func testFullDiskFailsTheCallAndWritesNothing() throws {
+        let store = try SQLiteStore(path: path)
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        // Cap the file at its current size: any write needing a new page hits SQLITE_FULL,
+        // exactly what a full disk returns, with no disk to fill.
+        let pages = try XCTUnwrap(Int64(try store.db.scalarText("PRAGMA page_count") ?? ""))
+        _ = try store.db.scalarText("PRAGMA max_page_count = \(pages)")
+        let key = ReplyKey(scope: "", id: "big")
+        let big = ReplyRecord(key: key, bytes: [UInt8](repeating: 0x61, count: 64 * 1024), at: t0 + 1)
+
+        let e = storeError { () throws(StoreError) in try store.append(ride: "r", .pause(at: t0 + 1), reply: big) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.hasPrefix("ride store \(path): database or disk is full") ?? false, e?.message ?? "no error")
+        XCTAssertEqual(try store.ride("r")?.journal, [.start(at: t0)])
+        XCTAssertNil(try store.reply(for: key))
+
+        // Space back: the same call now goes through; the failed one left nothing behind.
+        _ = try store.db.scalarText("PRAGMA max_page_count = 1073741823")
+        try store.append(ride: "r", .pause(at: t0 + 1), reply: big)
+        store.close()
+        let reopened = try SQLiteStore(path: path)
+        XCTAssertEqual(try reopened.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1)])
+        XCTAssertEqual(try reopened.reply(for: key), big.bytes)
+        reopened.close()
+    }
+}
