@@ -1,0 +1,586 @@
+// RidePush page: speaks ride.v1 over one WebSocket. Shows only what the server sends:
+// elapsed time and fare come from `state`/`tick` messages and are never counted up here.
+'use strict';
+
+(function () {
+  const I = window.RP_I18N;
+  const $ = (id) => document.getElementById(id);
+
+  // ---- URL: ?ride=… watches a ride, ?token=… is passed on to the socket and to links ----
+  const params = new URLSearchParams(location.search);
+  const token = params.get('token');
+
+  function pageUrl(ride) {
+    const q = new URLSearchParams();
+    if (ride) q.set('ride', ride);
+    if (token) q.set('token', token);
+    const qs = q.toString();
+    return '/' + (qs ? '?' + qs : '');
+  }
+
+  function wsUrl() {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    return proto + '//' + location.host + '/ws' + (token ? '?token=' + encodeURIComponent(token) : '');
+  }
+
+  // crypto.randomUUID exists only in secure contexts (https, localhost); a plain-http LAN
+  // address still gets unique ids from getRandomValues.
+  function newId() {
+    if (window.crypto && typeof crypto.randomUUID === 'function') return crypto.randomUUID();
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
+  }
+
+  // ---- language: browser language first, then the toggle's choice (remembered) ----
+  function initialLang() {
+    let saved = null;
+    try { saved = localStorage.getItem('rp.lang'); } catch (e) { /* storage blocked */ }
+    if (saved === 'ko' || saved === 'en') return saved;
+    const langs = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || 'en'];
+    for (const l of langs) {
+      const p = String(l).toLowerCase().slice(0, 2);
+      if (p === 'ko') return 'ko';
+      if (p === 'en') return 'en';
+    }
+    return 'en';
+  }
+
+  const S = {
+    lang: initialLang(),
+    ride: params.get('ride') || null,
+    ws: null,
+    conn: 'connecting',        // connecting | online | reconnecting
+    attempt: 0,                // reconnect attempts since the last successful open
+    reconnectTimer: null,
+    lastLiveAt: 0,             // performance.now() of the last tick/state for our ride
+    stale: false,              // no tick for 3 s while the ride should be ticking
+    pending: new Map(),        // request id -> {msg, kind}; resent with the same id after a reconnect
+    busy: null,                // id of the start/pause/resume/end in flight (one at a time)
+    subscribed: false,
+    subscribeId: null,
+    cur: null,                 // last state/tick numbers for the ride
+    plan: null,
+    receipt: null,
+    lastAnnounced: '',
+    error: null,               // {code, ride, message} of the shown error, re-rendered on language change
+    warning: null,
+    share: null,               // {url, status}
+  };
+
+  const STALE_MS = 3000;       // issue: no tick for 3 s -> show "reconnecting"
+  const DEAD_MS = 10000;       // still nothing: drop the socket and reconnect
+  const BACKOFF_MIN = 500;
+  const BACKOFF_MAX = 5000;
+
+  // ---- socket ----
+  function connect() {
+    clearTimeout(S.reconnectTimer);
+    S.reconnectTimer = null;
+    let ws;
+    try {
+      ws = new WebSocket(wsUrl(), 'ride.v1');
+    } catch (e) {
+      scheduleReconnect();
+      return;
+    }
+    S.ws = ws;
+    ws.onopen = () => {
+      if (S.ws !== ws) return;
+      S.attempt = 0;
+      const wasDown = S.conn === 'reconnecting';
+      setConn('online');
+      if (wasDown) announce(I.t(S.lang, 'status.online'));
+      S.lastLiveAt = performance.now();
+      // Resubscribe first so the numbers are right again within one tick, then replay
+      // whatever was in flight with its original id (the server replays its reply).
+      const inFlight = Array.from(S.pending.values());
+      if (S.ride && !S.notFound && !S.ended() && !hasPending('subscribe')) subscribe();
+      for (const p of inFlight) sendRaw(p.msg);
+      renderControls();
+    };
+    ws.onmessage = (ev) => {
+      if (S.ws !== ws) return;
+      let m;
+      try { m = JSON.parse(ev.data); } catch (e) { return; }
+      handle(m);
+    };
+    ws.onclose = () => {
+      if (S.ws !== ws) return;
+      S.ws = null;
+      S.subscribed = false;
+      setConn('reconnecting');
+      scheduleReconnect();
+    };
+    ws.onerror = () => { /* onclose follows and schedules the retry */ };
+  }
+
+  // Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, 4 s, then 5 s; each delay is
+  // drawn from [d/2, d] so many pages do not come back in lockstep after a restart.
+  function scheduleReconnect() {
+    if (S.reconnectTimer) return;
+    const d = Math.min(BACKOFF_MAX, BACKOFF_MIN * Math.pow(2, S.attempt));
+    S.attempt += 1;
+    const delay = d / 2 + Math.random() * d / 2;
+    S.reconnectTimer = setTimeout(connect, delay);
+  }
+
+  function sendRaw(msg) {
+    if (S.ws && S.ws.readyState === WebSocket.OPEN) {
+      S.ws.send(JSON.stringify(msg));
+      return true;
+    }
+    return false;
+  }
+
+  // A request stays pending until its reply (same id) arrives, so a reconnect resends it.
+  function request(kind, fields) {
+    const msg = Object.assign({ type: kind, id: newId() }, fields);
+    S.pending.set(msg.id, { msg, kind });
+    sendRaw(msg);
+    return msg.id;
+  }
+
+  function hasPending(kind) {
+    for (const [, p] of S.pending) if (p.kind === kind) return true;
+    return false;
+  }
+
+  function subscribe() {
+    if (S.subscribeId) S.pending.delete(S.subscribeId);
+    S.subscribeId = request('subscribe', { ride: S.ride });
+  }
+
+  S.ended = () => !!(S.cur && S.cur.state === 'ended');
+
+  // ---- incoming messages ----
+  function handle(m) {
+    const p = m.id != null ? S.pending.get(m.id) : null;
+    if (p) S.pending.delete(m.id);
+    if (p && m.id === S.busy) S.busy = null;
+
+    switch (m.type) {
+      case 'state':
+        if (p && p.kind === 'start') {
+          // The ride exists now: watch it, and make the URL the watch link so a reload keeps it.
+          S.ride = m.ride;
+          history.replaceState(null, '', pageUrl(S.ride));
+          clearError();
+          applyState(m);
+          subscribe();
+          // The start button is gone now; keep keyboard focus in the dialog.
+          if (!document.activeElement || document.activeElement === document.body ||
+              document.activeElement.closest('[hidden]')) $('btn-pause').focus();
+          return;
+        }
+        if (m.ride !== S.ride) return;
+        if (p && p.kind === 'subscribe') S.subscribed = true;
+        if (p && p.kind !== 'subscribe') clearError();
+        applyState(m);
+        return;
+      case 'tick':
+        if (m.ride !== S.ride) return;
+        applyNumbers(m);
+        return;
+      case 'warning':
+        if (m.ride !== S.ride) return;
+        S.warning = m.remaining;
+        renderWarning();
+        return;
+      case 'share':
+        if (p) shareReady(new URL(m.url, location.href).href);
+        return;
+      case 'unsubscribed':
+        return;
+      case 'error':
+        onError(m, p);
+        return;
+      default:
+        return;
+    }
+  }
+
+  function onError(m, p) {
+    const kind = p ? p.kind : null;
+    if (kind === 'share' && m.code === 'unknown_type') {
+      // Older server or auth off: the plain watch link works.
+      shareReady(new URL('/?ride=' + encodeURIComponent(S.ride), location.href).href);
+      return;
+    }
+    if (kind === 'subscribe') {
+      S.subscribeId = null;
+      if (m.code === 'ride_not_found') {
+        // Nothing to watch: say so and offer a new rental instead of a blank modal.
+        S.cur = null;
+        S.notFound = true;
+        renderMode();
+      }
+    }
+    showError(m.code, m.message, (p && p.msg.ride) || m.ride || S.ride);
+    renderControls();
+  }
+
+  // ---- state ----
+  function applyState(m) {
+    if (m.plan) S.plan = m.plan;
+    if (m.receipt) S.receipt = m.receipt;
+    if (m.state !== 'ended') S.receipt = m.receipt || null;
+    S.notFound = false;
+    applyNumbers(m);
+  }
+
+  function applyNumbers(m) {
+    const prevState = S.cur ? S.cur.state : null;
+    S.cur = {
+      state: m.state,
+      elapsed: m.elapsed,
+      paused: m.paused,
+      fare: m.fare,
+      currency: m.currency,
+      remaining: typeof m.remaining === 'number' ? m.remaining : null,
+      limit: typeof m.limit === 'number' ? m.limit : (S.cur && S.cur.limit) || null,
+      started_at: m.started_at !== undefined ? m.started_at : S.cur && S.cur.started_at,
+      ended_at: m.ended_at !== undefined ? m.ended_at : S.cur && S.cur.ended_at,
+    };
+    S.lastLiveAt = performance.now();
+    if (S.stale) {
+      S.stale = false;
+      setConn('online');
+    }
+    if (m.state === 'ended') S.warning = null;
+    renderMode();
+    renderNumbers();
+    if (prevState !== m.state) {
+      announce(I.t(S.lang, 'status.' + m.state));
+      renderReceipt();
+      renderWarning();
+    }
+    renderControls();
+  }
+
+  // ---- watchdog: no tick for 3 s while the ride should tick -> "reconnecting" ----
+  setInterval(() => {
+    if (!S.ride || !S.cur || S.ended() || S.conn !== 'online') return;
+    const quiet = performance.now() - S.lastLiveAt;
+    if (quiet > STALE_MS && !S.stale) {
+      S.stale = true;
+      setConn('reconnecting');
+    }
+    if (quiet > DEAD_MS && S.ws) {
+      // Open but silent: treat as dead and start over with backoff.
+      const ws = S.ws;
+      S.ws = null;
+      S.subscribed = false;
+      try { ws.close(); } catch (e) { /* already closing */ }
+      scheduleReconnect();
+    }
+  }, 500);
+
+  // ---- rendering ----
+  function setConn(c) {
+    const changed = S.conn !== c;
+    S.conn = c;
+    const el = $('conn');
+    el.dataset.conn = c;
+    $('conn-text').textContent = I.t(S.lang, 'conn.' + c);
+    document.body.classList.toggle('is-stale', c === 'reconnecting');
+    if (changed && c === 'reconnecting' && S.ride) announce(I.t(S.lang, 'status.reconnecting'));
+    renderControls();
+  }
+
+  function announce(text) {
+    // Only state changes reach the live region; the per-second numbers never do.
+    if (!text || text === S.lastAnnounced) return;
+    S.lastAnnounced = text;
+    $('ride-status').textContent = text;
+  }
+
+  function renderMode() {
+    const watching = !!(S.ride && S.cur && !S.notFound);
+    const renting = !S.ride || S.notFound;
+    // While a watched ride is still loading neither panel shows; the top bar says "connecting".
+    $('ride-dialog').hidden = !watching;
+    $('start-panel').hidden = !renting;
+    document.body.dataset.mode = watching ? 'ride' : (renting ? 'start' : 'loading');
+  }
+
+  function renderNumbers() {
+    const c = S.cur;
+    if (!c) return;
+    const dlg = $('ride-dialog');
+    dlg.dataset.state = c.state;
+    $('ride-id').textContent = S.ride;
+    const badge = $('state-badge');
+    badge.dataset.state = c.state;
+    badge.textContent = I.t(S.lang, 'state.' + c.state);
+
+    const el = $('elapsed');
+    el.textContent = I.duration(S.lang, c.elapsed);
+    el.dataset.seconds = String(c.elapsed);
+    el.dataset.paused = String(c.paused);
+    const fare = $('fare');
+    fare.textContent = I.money(S.lang, c.fare, c.currency);
+    fare.dataset.minor = String(c.fare);
+    fare.dataset.currency = c.currency || '';
+
+    // The hand turns once a minute: 6° per second of server elapsed time. The angle keeps
+    // growing past 360° so the short transition never spins backwards at :00.
+    $('dial-hand').style.transform = 'rotate(' + (c.elapsed * 6) + 'deg)';
+
+    const box = $('limit-box');
+    if (c.remaining !== null && c.state !== 'ended') {
+      box.hidden = false;
+      const limit = c.limit || Math.max(c.remaining + c.elapsed, 1);
+      const bar = $('remaining-bar');
+      bar.max = limit;
+      bar.value = Math.max(0, Math.min(limit, c.remaining));
+      $('remaining-text').textContent = I.duration(S.lang, c.remaining);
+      box.classList.toggle('low', c.remaining <= 60);
+    } else {
+      box.hidden = true;
+    }
+    renderRate();
+  }
+
+  function renderRate() {
+    const pl = S.plan;
+    const line = $('rate-line');
+    if (!pl) { line.textContent = ''; return; }
+    const cur = pl.currency || (S.cur && S.cur.currency);
+    const parts = [];
+    if (pl.price) parts.push(I.t(S.lang, 'rate.base', { price: I.money(S.lang, pl.price, cur) }));
+    for (const seg of pl.per_min || []) {
+      const rate = I.money(S.lang, seg.rate, cur);
+      let s;
+      if (seg.interval === 0) s = I.t(S.lang, 'rate.once', { rate });
+      else if (!seg.interval || seg.interval === 1) s = I.t(S.lang, 'rate.per', { rate });
+      else s = I.t(S.lang, 'rate.perN', { rate, n: seg.interval });
+      if (seg.start) s = I.t(S.lang, 'rate.from', { start: seg.start }) + s;
+      parts.push(s);
+    }
+    let text = parts.join(' + ');
+    if (pl.pause_rate) text += ' · ' + I.t(S.lang, 'rate.pause', { rate: I.money(S.lang, pl.pause_rate, cur) });
+    if (pl.cap && pl.cap.price) {
+      text += ' · ' + I.t(S.lang, 'rate.cap', { price: I.money(S.lang, pl.cap.price, cur), duration: I.num(S.lang, pl.cap.duration) });
+    }
+    line.textContent = text;
+  }
+
+  function renderReceipt() {
+    const r = S.receipt;
+    const box = $('receipt');
+    const ended = S.ended();
+    box.hidden = !(ended && r);
+    const controls = $('controls');
+    const focusInControls = controls.contains(document.activeElement);
+    controls.hidden = ended;
+    if (ended && (focusInControls || S.refocus)) {
+      S.refocus = false;
+      (r ? $('btn-new') : $('ride-dialog')).focus();
+    }
+    if (!ended || !r) return;
+    const body = $('receipt-lines');
+    body.textContent = '';
+    for (const ln of r.lines || []) {
+      const tr = document.createElement('tr');
+      tr.dataset.label = ln.label;
+      const th = document.createElement('th');
+      th.scope = 'row';
+      const key = 'receipt.' + ln.label;
+      th.textContent = I.T.ko[key]
+        ? I.t(S.lang, key, { n: I.num(S.lang, ln.minutes || 0), km: I.num(S.lang, ln.km || 0) })
+        : ln.label;
+      const td = document.createElement('td');
+      td.textContent = I.money(S.lang, ln.amount, r.currency);
+      td.dataset.minor = String(ln.amount);
+      tr.append(th, td);
+      body.append(tr);
+    }
+    const total = $('receipt-total');
+    total.textContent = I.money(S.lang, r.fare, r.currency);
+    total.dataset.minor = String(r.fare);
+    $('receipt-reason').textContent = r.reason ? I.t(S.lang, 'receipt.reason.' + r.reason) : '';
+    $('receipt-times').textContent = I.t(S.lang, 'receipt.times', {
+      start: I.clock(S.lang, r.started_at),
+      end: I.clock(S.lang, r.ended_at),
+      elapsed: I.duration(S.lang, r.elapsed),
+      paused: I.duration(S.lang, r.paused || 0),
+    });
+  }
+
+  function renderWarning() {
+    const w = $('warning');
+    if (S.warning == null || S.ended()) { w.hidden = true; return; }
+    w.hidden = false;
+    w.textContent = I.t(S.lang, 'warning', { t: I.duration(S.lang, S.warning) });
+  }
+
+  function renderControls() {
+    const online = S.conn === 'online' && S.ws && S.ws.readyState === WebSocket.OPEN;
+    const st = S.cur ? S.cur.state : null;
+    const idle = !S.busy;
+    $('btn-start').disabled = !(online && idle && (!S.ride || S.notFound));
+    setDisabled('btn-pause', !(online && idle && st === 'riding'));
+    setDisabled('btn-resume', !(online && idle && st === 'paused'));
+    setDisabled('btn-end', !(online && idle && (st === 'riding' || st === 'paused')));
+    $('btn-share').disabled = !(online && S.ride && S.cur);
+    $('controls').setAttribute('aria-busy', S.busy ? 'true' : 'false');
+    restoreFocus();
+  }
+
+  // Keep keyboard focus in the dialog when the focused button becomes disabled: while a
+  // request is in flight all three are disabled, so focus parks on the dialog and moves to
+  // the button that makes sense next (pause -> resume) once the reply has arrived.
+  function setDisabled(id, disabled) {
+    const b = $(id);
+    if (disabled && document.activeElement === b) {
+      S.refocus = true;
+      b.disabled = true;
+      $('ride-dialog').focus();
+      return;
+    }
+    b.disabled = disabled;
+  }
+
+  function restoreFocus() {
+    if (!S.refocus) return;
+    const a = document.activeElement;
+    if (a && a !== document.body && a !== $('ride-dialog')) { S.refocus = false; return; }
+    const next = ['btn-resume', 'btn-pause', 'btn-end'].map($).find((x) => !x.disabled && !x.closest('[hidden]'));
+    if (next) { next.focus(); S.refocus = false; }
+  }
+
+  function showError(code, message, ride) {
+    S.error = { code, message, ride };
+    renderError();
+  }
+
+  function clearError() {
+    S.error = null;
+    renderError();
+  }
+
+  function renderError() {
+    const box = $('error');
+    const e = S.error;
+    box.hidden = !e;
+    if (!e) { box.dataset.code = ''; return; }
+    box.dataset.code = e.code || '';
+    const key = 'err.' + e.code;
+    const known = !!I.T.en[key];
+    const p = $('error-text');
+    p.textContent = known ? I.t(S.lang, key, { ride: e.ride || '' }) : I.t(S.lang, 'err.other');
+    // The code (and the server's own words for unknown codes) helps support; shown small.
+    const code = document.createElement('code');
+    code.textContent = e.code + (known || !e.message ? '' : ': ' + e.message);
+    p.append(' ', code);
+  }
+
+  function renderStatic() {
+    document.documentElement.lang = S.lang;
+    document.title = 'RidePush · ' + I.t(S.lang, 'ride.title');
+    for (const el of document.querySelectorAll('[data-i18n]')) el.textContent = I.t(S.lang, el.dataset.i18n);
+    for (const el of document.querySelectorAll('[data-i18n-label]')) el.setAttribute('aria-label', I.t(S.lang, el.dataset.i18nLabel));
+    const toggle = $('lang-toggle');
+    toggle.textContent = I.t(S.lang, 'lang.other');
+    toggle.lang = S.lang === 'ko' ? 'en' : 'ko';
+    toggle.dataset.lang = S.lang;
+    $('conn-text').textContent = I.t(S.lang, 'conn.' + S.conn);
+    $('home-link').href = pageUrl(null);
+    $('btn-new').href = pageUrl(null);
+  }
+
+  function renderAll() {
+    renderStatic();
+    renderMode();
+    renderNumbers();
+    renderReceipt();
+    renderWarning();
+    renderError();
+    renderControls();
+    if (S.share && S.share.status) $('share-status').textContent = I.t(S.lang, S.share.status);
+    if (S.cur) {
+      S.lastAnnounced = '';
+      announce(I.t(S.lang, 'status.' + S.cur.state));
+    }
+  }
+
+  // ---- actions ----
+  function act(kind) {
+    if (S.busy) return; // a double click never sends two requests
+    if (kind !== 'start' && !S.ride) return;
+    clearError();
+    S.busy = request(kind, kind === 'start' ? {} : { ride: S.ride });
+    renderControls();
+  }
+
+  // ---- share ----
+  function shareReady(url) {
+    S.share = { url, status: null };
+    const wrap = $('share-field-wrap');
+    const input = $('share-url');
+    input.value = url;
+    wrap.hidden = false;
+    const done = (ok) => {
+      S.share.status = ok ? 'share.copied' : 'share.manual';
+      $('share-status').textContent = I.t(S.lang, S.share.status);
+      if (!ok) { input.focus(); input.select(); }
+    };
+    const fallback = () => {
+      input.focus();
+      input.select();
+      let ok = false;
+      try { ok = document.execCommand('copy'); } catch (e) { ok = false; }
+      done(ok);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(url).then(() => done(true), fallback);
+    } else {
+      fallback();
+    }
+  }
+
+  // ---- wiring (no inline handlers: CSP) ----
+  function buildDial() {
+    const g = $('dial-ticks');
+    const ns = 'http://www.w3.org/2000/svg';
+    for (let i = 0; i < 60; i++) {
+      const l = document.createElementNS(ns, 'line');
+      const major = i % 5 === 0;
+      l.setAttribute('x1', '60');
+      l.setAttribute('x2', '60');
+      l.setAttribute('y1', major ? '9' : '11');
+      l.setAttribute('y2', '15');
+      l.setAttribute('transform', 'rotate(' + i * 6 + ' 60 60)');
+      l.setAttribute('class', major ? 'tick major' : 'tick');
+      g.append(l);
+    }
+  }
+
+  function init() {
+    buildDial();
+    $('btn-start').addEventListener('click', () => act('start'));
+    $('btn-pause').addEventListener('click', () => act('pause'));
+    $('btn-resume').addEventListener('click', () => act('resume'));
+    $('btn-end').addEventListener('click', () => act('end'));
+    $('btn-share').addEventListener('click', () => {
+      if (!S.ride) return;
+      $('share-status').textContent = '';
+      request('share', { ride: S.ride });
+    });
+    $('error-close').addEventListener('click', clearError);
+    $('share-url').addEventListener('focus', (e) => e.target.select());
+    $('lang-toggle').addEventListener('click', () => {
+      S.lang = S.lang === 'ko' ? 'en' : 'ko';
+      try { localStorage.setItem('rp.lang', S.lang); } catch (e) { /* storage blocked */ }
+      renderAll();
+    });
+    renderAll();
+    connect();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+})();

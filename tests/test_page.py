@@ -1,0 +1,379 @@
+"""The browser page (issue 3) end to end: a real headless Chromium (Debian chromium +
+chromium-driver, driven by Selenium) against the real `ridepush serve`. Every wait is an
+explicit WebDriverWait with a bound; the page's numbers are read from stable ids and
+data-* attributes (data-seconds is the server's `elapsed`, never a client count)."""
+import json
+import os
+import re
+import signal
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+import browser as B
+import rp
+from rp import Client, Server
+
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+KO_TIME = re.compile(r"^(?:(\d+)시간 )?(\d+)분 (\d+)초$")
+
+
+@pytest.fixture
+def browsers():
+    """make(size, lang) -> a fresh Chromium; all are closed after the test."""
+    made = []
+
+    def make(size=B.DESKTOP, lang="ko-KR"):
+        d = B.make_driver(size, lang)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        try:
+            d.quit()
+        except Exception:
+            pass
+
+
+# ---- helpers -------------------------------------------------------------------------
+
+def ko_seconds(s):
+    """'3분 12초' / '1시간 3분 12초' -> seconds, so the text is checked, not only data-*."""
+    m = KO_TIME.match(s)
+    assert m, "이용 시간 not in 'N분 M초' form: %r" % s
+    return int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+
+
+def record_sends(drv):
+    """Wrap WebSocket.send to keep every frame the page sends (DevTools evaluation is not
+    subject to the page's CSP). Call before the socket is used for the frames of interest."""
+    drv.execute_script("""
+        if (!window.__sent) {
+          window.__sent = [];
+          const orig = WebSocket.prototype.send;
+          WebSocket.prototype.send = function (d) { window.__sent.push(String(d)); return orig.call(this, d); };
+        }""")
+
+
+def sent(drv):
+    return [json.loads(x) for x in drv.execute_script("return window.__sent || []")]
+
+
+def click(drv, el_id):
+    B.wait_enabled(drv, el_id).click()
+
+
+def watch_advance(drv, steps, timeout=None):
+    """Wait until data-seconds has changed `steps` times; return the values seen in order.
+    Polls every 100 ms, so a 1 s tick is never missed on an idle machine."""
+    seen = [B.seconds(drv)]
+
+    def advanced(d):
+        v = B.seconds(d)
+        if v != seen[-1]:
+            seen.append(v)
+        return len(seen) > steps
+    B.wait(drv, advanced, timeout or steps + 5, "elapsed did not advance %d times: %r" % (steps, seen))
+    return seen
+
+
+def assert_second_by_second(seen):
+    diffs = [b - a for a, b in zip(seen, seen[1:])]
+    assert all(d > 0 for d in diffs), "elapsed went backwards: %r" % seen
+    # One tick per second; a loaded CI machine may merge two polls once, never more.
+    assert sum(1 for d in diffs if d != 1) <= 1 and max(diffs) <= 2, "not second by second: %r" % seen
+
+
+def wait_paused_grows(drv, by=2, timeout=8):
+    """Paused rides keep ticking (paused seconds grow); wait for `by` of them."""
+    start = int(B.attr(drv, "elapsed", "data-paused"))
+    B.wait(drv, lambda d: int(B.attr(d, "elapsed", "data-paused")) >= start + by, timeout,
+           "paused seconds did not grow")
+
+
+def no_page_errors(drv, allow=()):
+    """No CSP violations or script errors in the console (favicon 404s aside, and what the
+    test expects, e.g. refused connections while the server is down)."""
+    allow = ("favicon",) + tuple(allow)
+    bad = [e["message"] for e in B.console_errors(drv) if not any(a in e["message"] for a in allow)]
+    assert not bad, bad
+
+
+def start_ride(drv, base):
+    drv.get(base + "/")
+    click(drv, "btn-start")
+    B.wait_state(drv, "riding")
+    B.wait(drv, lambda d: "ride=" in d.current_url, 5, "URL never became the watch link")
+    return B.text(drv, "ride-id")
+
+
+# ---- tests ---------------------------------------------------------------------------
+
+def test_rent_pause_resume_return(server, browsers):
+    d = browsers(B.DESKTOP)
+    d.get(server.http + "/")
+    assert d.execute_script("return document.documentElement.lang") == "ko"
+    start = B.wait_enabled(d, "btn-start")
+    assert start.text == "대여하기"
+    B.screenshot(d, "rent-1280-start")
+
+    # A double click sends one start, not two: the button is disabled while it is in flight.
+    record_sends(d)
+    ActionChains(d).double_click(start).perform()
+    B.wait_state(d, "riding")
+    ride = B.text(d, "ride-id")
+    assert ride and d.current_url.endswith("/?ride=" + ride)
+    starts = [m for m in sent(d) if m["type"] == "start"]
+    assert len(starts) == 1, starts
+
+    assert B.text(d, "state-badge") == "이용 중"
+    assert B.text(d, "fare") == "500원"
+    rate = B.text(d, "rate-line")
+    assert "기본 500원" in rate and "분당 180원" in rate, rate
+    dialog = B.by_id(d, "ride-dialog")
+    assert dialog.get_attribute("role") == "dialog"
+    assert B.text(d, dialog.get_attribute("aria-labelledby")) == "킥보드 이용"
+    assert B.by_id(d, "btn-pause").is_enabled() and B.by_id(d, "btn-end").is_enabled()
+    assert not B.by_id(d, "btn-resume").is_enabled()
+
+    # 이용 시간 advances second by second, and the text says what the server said.
+    seen = watch_advance(d, 3)
+    assert_second_by_second(seen)
+    assert ko_seconds(B.text(d, "elapsed")) == B.seconds(d)
+    assert B.text(d, "fare") == "500원"
+    B.screenshot(d, "rent-1280-riding")
+
+    # Pause: the time freezes while the server keeps ticking (paused seconds grow).
+    click(d, "btn-pause")
+    B.wait_state(d, "paused")
+    assert B.text(d, "state-badge") == "일시정지"
+    frozen = B.seconds(d)
+    wait_paused_grows(d, 2)
+    assert B.seconds(d) == frozen and ko_seconds(B.text(d, "elapsed")) == frozen
+    assert B.by_id(d, "btn-resume").is_enabled() and not B.by_id(d, "btn-pause").is_enabled()
+    B.screenshot(d, "rent-1280-paused")
+
+    # Resume: it moves again from where it stopped.
+    click(d, "btn-resume")
+    B.wait_state(d, "riding")
+    seen = watch_advance(d, 2)
+    assert seen[0] in (frozen, frozen + 1), (frozen, seen)
+    assert_second_by_second(seen)
+
+    # Return: the receipt replaces the controls.
+    click(d, "btn-end")
+    B.wait_state(d, "ended")
+    B.wait(d, lambda d: B.by_id(d, "receipt").is_displayed(), 5, "no receipt")
+    assert B.text(d, "state-badge") == "반납 완료"
+    assert not B.by_id(d, "controls").is_displayed()
+    rows = d.find_elements(By.CSS_SELECTOR, "#receipt-lines tr")
+    assert rows and rows[0].get_attribute("data-label") == "unlock"
+    assert rows[0].text.replace("\n", " ") == "기본 요금 500원"
+    assert B.text(d, "receipt-total") == "500원"
+    assert "직접 반납" in B.text(d, "receipt-reason")
+    B.screenshot(d, "rent-1280-receipt")
+
+    # Every request carried its own UUID id.
+    ids = [m["id"] for m in sent(d) if "id" in m]
+    assert ids and all(UUID.match(i) for i in ids) and len(set(ids)) == len(ids), ids
+    no_page_errors(d)
+
+    # The server agrees with what the page showed.
+    with Client(server.ws) as c:
+        st = c.request({"type": "subscribe", "ride": ride})
+    assert st["state"] == "ended" and st["fare"] == 500
+    assert st["receipt"]["fare"] == int(B.attr(d, "receipt-total", "data-minor"))
+
+
+def test_second_browser_sees_same_numbers_and_end(server, browsers):
+    a = browsers(B.DESKTOP)
+    ride = start_ride(a, server.http)
+
+    # The share button yields the watch link; the phone opens exactly that link.
+    click(a, "btn-share")
+    B.wait(a, lambda d: B.attr(d, "share-url", "value"), 5, "no share link")
+    url = B.attr(a, "share-url", "value")
+    assert url.startswith(server.http + "/?ride=" + ride), url
+    B.wait(a, lambda d: B.text(d, "share-status") in ("복사됨", "아래 링크를 복사하세요"), 5)
+
+    b = browsers(B.PHONE)
+    b.get(url)
+    B.wait_state(b, "riding")
+    assert B.text(b, "ride-id") == ride
+
+    # Same ticks: both show the same elapsed (reads are ~ms apart, so allow one tick).
+    for _ in range(3):
+        watch_advance(b, 1)
+        sa, sb = B.seconds(a), B.seconds(b)
+        assert abs(sa - sb) <= 1, (sa, sb)
+        assert B.text(a, "fare") == B.text(b, "fare") == "500원"
+    B.screenshot(b, "watch-360-riding")
+
+    # A pauses: B freezes on exactly the same number.
+    click(a, "btn-pause")
+    B.wait_state(b, "paused", 5)
+    wait_paused_grows(b, 1)
+    assert B.seconds(a) == B.seconds(b)
+    assert B.text(b, "state-badge") == "일시정지"
+
+    # A returns: B sees the end and the same receipt, without doing anything.
+    click(a, "btn-end")
+    B.wait_state(b, "ended", 5)
+    B.wait(b, lambda d: B.by_id(d, "receipt").is_displayed(), 5, "no receipt on the watcher")
+    assert B.text(b, "receipt-total") == B.text(a, "receipt-total") == "500원"
+    assert B.text(b, "elapsed") == B.text(a, "elapsed")
+    B.screenshot(b, "watch-360-receipt")
+    B.screenshot(a, "watch-1280-owner-receipt")
+    no_page_errors(a)
+    no_page_errors(b)
+
+
+def test_server_restart_page_recovers(tmp_path, browsers):
+    store = str(tmp_path / "rides.db")
+    s1 = Server(store=store).start()
+    try:
+        d = browsers(B.PHONE)
+        ride = start_ride(d, s1.http)
+        watch_advance(d, 2)
+        before = B.seconds(d)
+        port = s1.port
+    finally:
+        s1.stop()
+
+    # Down: the page says so and keeps the last numbers (dimmed), never inventing seconds.
+    B.wait_conn(d, "reconnecting", 5)
+    assert B.seconds(d) == before
+    assert B.by_id(d, "btn-pause").is_enabled() is False
+    B.screenshot(d, "restart-360-reconnecting")
+
+    s2 = Server(store=store, port=port).start()
+    try:
+        # Back: it reconnects by itself (backoff is at most 5 s), resubscribes, and is
+        # correct again — same as a fresh client subscribing to the server.
+        B.wait_conn(d, "online", 15)
+        B.wait_state(d, "riding", 5)
+        watch_advance(d, 1, 5)
+        assert B.seconds(d) >= before
+        with Client(s2.ws) as c:
+            st = c.request({"type": "subscribe", "ride": ride})
+            tick = c.wait_for(lambda m: m.get("type") == "tick", 3)
+        watch_advance(d, 1, 5)
+        assert abs(B.seconds(d) - tick["elapsed"]) <= 1, (B.seconds(d), tick)
+        assert st["state"] == "riding"
+        assert not B.by_id(d, "error").is_displayed()
+        assert B.by_id(d, "btn-pause").is_enabled()
+        B.screenshot(d, "restart-360-recovered")
+        no_page_errors(d, allow=("ERR_CONNECTION_REFUSED",))
+    finally:
+        s2.stop()
+
+
+def test_silent_server_shows_reconnecting(server, browsers):
+    """No tick for 3 s -> "reconnecting"; the numbers stay the server's last ones."""
+    d = browsers(B.DESKTOP)
+    start_ride(d, server.http)
+    watch_advance(d, 1)
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        last = B.seconds(d)
+        B.wait_conn(d, "reconnecting", 6)
+        assert B.seconds(d) == last
+        assert "다시 연결" in B.text(d, "conn")
+        B.screenshot(d, "silent-1280-reconnecting")
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    B.wait_conn(d, "online", 15)
+    watch_advance(d, 1, 5)
+
+
+@pytest.mark.parametrize("size,tag", [(B.PHONE, "360"), (B.DESKTOP, "1280")])
+def test_server_error_is_shown(server, browsers, size, tag):
+    d = browsers(size)
+    d.get(server.http + "/?ride=does-not-exist")
+    err = B.wait(d, lambda d: B.by_id(d, "error").is_displayed() and B.by_id(d, "error"), 10,
+                 "no error shown")
+    assert err.get_attribute("data-code") == "ride_not_found"
+    assert err.get_attribute("role") == "alert"
+    assert "라이드를 찾을 수 없습니다" in err.text and "does-not-exist" in err.text, err.text
+    # Nothing to watch, so a new rental is offered instead of an empty dialog.
+    assert not B.by_id(d, "ride-dialog").is_displayed()
+    B.wait_enabled(d, "btn-start", 5)
+    B.screenshot(d, "error-%s-ride-not-found" % tag)
+    # The message can be dismissed.
+    click(d, "error-close")
+    B.wait(d, lambda d: not B.by_id(d, "error").is_displayed(), 3)
+    no_page_errors(d)
+
+
+def test_english_toggle(server, browsers):
+    d = browsers(B.PHONE)
+    d.get(server.http + "/")
+    toggle = B.wait_enabled(d, "lang-toggle")
+    assert toggle.text == "English"
+    toggle.click()
+    B.wait(d, lambda d: d.execute_script("return document.documentElement.lang") == "en", 3)
+    assert B.text(d, "btn-start") == "Rent"
+    assert B.text(d, "lang-toggle") == "한국어"
+    click(d, "btn-start")
+    B.wait_state(d, "riding")
+    watch_advance(d, 1)
+    assert re.match(r"^\d+ min \d+ s$", B.text(d, "elapsed")), B.text(d, "elapsed")
+    assert B.text(d, "fare") == "₩500"
+    assert B.text(d, "state-badge") == "Riding"
+    assert B.text(d, "rate-line") == "₩500 to unlock + ₩180/min"
+    B.screenshot(d, "english-360-riding")
+    # The choice survives a reload (same watch link).
+    d.refresh()
+    B.wait_state(d, "riding")
+    assert B.text(d, "btn-pause") == "Pause"
+    # And back to Korean.
+    click(d, "lang-toggle")
+    B.wait(d, lambda d: B.text(d, "btn-pause") == "일시정지", 3)
+    assert B.text(d, "fare") == "500원"
+
+
+def test_phone_layout_and_keyboard(server, browsers):
+    d = browsers(B.PHONE)
+    d.get(server.http + "/")
+    B.wait_enabled(d, "btn-start")
+    # Keyboard only: Tab to 대여하기 and press Enter.
+    body = d.find_element(By.TAG_NAME, "body")
+    body.click()
+    for _ in range(6):
+        ActionChains(d).send_keys(Keys.TAB).perform()
+        if d.switch_to.active_element.get_attribute("id") == "btn-start":
+            break
+    assert d.switch_to.active_element.get_attribute("id") == "btn-start"
+    ActionChains(d).send_keys(Keys.ENTER).perform()
+    B.wait_state(d, "riding")
+    # Focus stays in the dialog (on 일시정지), and Space pauses.
+    B.wait(d, lambda d: d.switch_to.active_element.get_attribute("id") == "btn-pause", 3,
+           "focus did not move to 일시정지")
+    ActionChains(d).send_keys(Keys.SPACE).perform()
+    B.wait_state(d, "paused")
+    B.wait(d, lambda d: d.switch_to.active_element.get_attribute("id") == "btn-resume", 3)
+
+    # Fits 360 px: nothing scrolls sideways, touch targets are big enough.
+    assert d.execute_script("return document.documentElement.scrollWidth") <= 360
+    for el_id in ("btn-pause", "btn-resume", "btn-end", "btn-share"):
+        h = d.execute_script("return document.getElementById(arguments[0]).getBoundingClientRect().height", el_id)
+        assert h >= 44, (el_id, h)
+    # The per-second numbers are not announced; state changes are (polite live region).
+    assert B.attr(d, "elapsed", "role") == "timer"
+    assert B.by_id(d, "elapsed").get_attribute("aria-live") in (None, "off")
+    assert B.attr(d, "ride-status", "aria-live") == "polite"
+    assert B.text(d, "ride-status") == "일시정지되었습니다."
+    B.screenshot(d, "layout-360-paused-focus")
+    # Tab to 반납하기, Enter: the receipt shows and focus lands on 새로 대여하기.
+    ActionChains(d).send_keys(Keys.TAB).perform()
+    assert d.switch_to.active_element.get_attribute("id") == "btn-end"
+    ActionChains(d).send_keys(Keys.ENTER).perform()
+    B.wait_state(d, "ended")
+    B.wait(d, lambda d: d.switch_to.active_element.get_attribute("id") == "btn-new", 3,
+           "focus did not move to 새로 대여하기")
+    assert d.switch_to.active_element.get_attribute("href") == server.http + "/"
+    assert d.execute_script("return document.documentElement.scrollWidth") <= 360
+    B.screenshot(d, "layout-360-receipt")
+    no_page_errors(d)
