@@ -351,6 +351,36 @@ def test_dockerfile_shape():
     assert m and m.group(1).split() == runtime_packages()
 
 
+def test_docker_build_context_is_a_complete_package(tmp_path):
+    """Copy exactly what the build stage COPYs into a fresh directory and let SwiftPM load
+    it: a missing directory (a new target, Tests/) would otherwise only show up in a real
+    `docker build`."""
+    swift = tool("swift", "/opt/swift/usr/bin/swift")
+    ins = dockerfile()
+    build = ins[:[i for i, x in enumerate(ins) if x.startswith("FROM debian")][0]]
+    ctx = tmp_path / "src"
+    ctx.mkdir()
+    copies = 0
+    for i in build:
+        if not i.startswith("COPY ") or "--from" in i:
+            continue
+        *srcs, dest = i.split()[1:]
+        for src in srcs:
+            path = os.path.join(ROOT, src)
+            if os.path.isdir(path):   # COPY dir dest: the directory's contents into dest
+                shutil.copytree(path, ctx / dest, dirs_exist_ok=True)
+            else:
+                target = ctx / dest / os.path.basename(src) if dest.endswith("/") else ctx / dest
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+            copies += 1
+    assert copies >= 4
+    r = run([swift, "package", "describe", "--scratch-path", str(tmp_path / "scratch")], cwd=ctx)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert os.access(ctx / "deploy/docker-build-stage.sh", os.X_OK)
+    assert (ctx / "public/index.html").exists()
+
+
 def test_runtime_packages_exist_in_debian():
     apt_cache = tool("apt-cache")
     assert open("/etc/os-release").read().count('VERSION_CODENAME=bookworm') == 1, \
