@@ -2,6 +2,11 @@
 #define RIDEPUSH_CLWS_SHIM_H
 // Why this shim exists: Swift cannot import C macros with expressions (LWS_PRE) nor
 // variadic logging macros (lwsl_*), so each gets a one-line wrapper here.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  /* accept4 */
+#endif
+#include <stddef.h>
+#include <sys/socket.h>
 #include <libwebsockets.h>
 
 static inline size_t clws_pre(void) { return LWS_PRE; }
@@ -9,5 +14,11 @@ static inline void clws_log_err(const char *msg) { lwsl_err("%s\n", msg); }
 static inline void clws_log_warn(const char *msg) { lwsl_warn("%s\n", msg); }
 static inline void clws_log_notice(const char *msg) { lwsl_notice("%s\n", msg); }
 static inline void clws_log_user(const char *msg) { lwsl_user("%s\n", msg); }
+
+/* accept4 is a GNU extension Glibc's Swift overlay does not show: a non-blocking,
+   close-on-exec socket from the listener in one call. */
+static inline int clws_accept(int listen_fd) {
+    return accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
 
 #endif

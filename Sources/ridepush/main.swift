@@ -1,1 +1,39 @@
-print("ridepush: under construction")
+import CLibWebSockets
+import Foundation
+import RideAuth
+import RideBench
+
+let usage = """
+ridepush — live ride push server
+
+usage:
+  ridepush serve [--host H] [--port P] [--public DIR] [--store PATH|memory] ...
+  ridepush ride start [--ride ID] [--plan P] [--limit S] [--url ws://…/ws] [--token T]
+  ridepush ride pause|resume|end ID [--url …] [--token T]
+  ridepush ride watch ID [--url …] [--token T]
+  ridepush token [--watch|--control] [--ride ID] [--sub RIDER] [--ops] [--ttl 2h]
+  ridepush bench --url ws://127.0.0.1:8080/ws -n CLIENTS ...
+
+Each command takes --help.
+"""
+
+lws_set_log_level(LLL_ERR | LLL_WARN | LLL_USER, nil)
+let argv = CommandLine.arguments
+let rest = Array(argv.dropFirst(2))
+let status: Int32
+switch argv.count > 1 ? argv[1] : "--help" {
+case "serve": status = serveCommand(rest)
+case "ride": status = rideCommand(rest)
+case "token":
+    let (out, code) = tokenCommand(arguments: rest, environment: ProcessInfo.processInfo.environment)
+    if code == 0 { print(out, terminator: out.hasSuffix("\n") ? "" : "\n") } else {
+        FileHandle.standardError.write(Data((out.hasSuffix("\n") ? out : out + "\n").utf8))
+    }
+    status = code
+case "bench": status = benchMain(arguments: rest)
+case "--help", "-h", "help": print(usage); status = 0
+default:
+    FileHandle.standardError.write(Data("ridepush: unknown command \(argv[1])\n\n\(usage)\n".utf8))
+    status = 2
+}
+exit(status)

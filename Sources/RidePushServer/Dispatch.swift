@@ -1,0 +1,156 @@
+import CLibWebSockets
+import RideAuth
+import RideCore
+
+extension Shard {
+    /// The ride.v1 protocol callback: one switch over what lws tells us.
+    func callback(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                  _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+            guard let s = session(user) else { return 0 }
+            return writable(s)
+        case LWS_CALLBACK_RECEIVE:
+            guard let s = session(user) else { return 0 }
+            receive(s, wsi, input, len)
+            return 0
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            drainMailbox()
+            return 0
+        case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            return filterUpgrade(wsi)
+        case LWS_CALLBACK_ESTABLISHED:
+            established(wsi, user)
+            return 0
+        case LWS_CALLBACK_CLOSED:
+            if let s = session(user) { closed(s, user) }
+            return 0
+        case LWS_CALLBACK_HTTP:
+            return http(wsi, input, len)
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            return httpWritable(wsi)
+        case LWS_CALLBACK_HTTP_FILE_COMPLETION:
+            return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+        case LWS_CALLBACK_WSI_DESTROY:
+            httpBodies[wsi] = nil
+            pendingUpgrades[wsi] = nil
+            return 0
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, len)
+        }
+    }
+
+    func session(_ user: UnsafeMutableRawPointer?) -> Session? {
+        guard let p = user?.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        return Unmanaged<Session>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// Before the upgrade: only `/ws`, only allowed origins, a bounded number per address.
+    /// A token (query `token=` or `Authorization: Bearer`) is kept for ESTABLISHED, where a bad
+    /// one can be answered with an `unauthorized` error and close code 4401.
+    func filterUpgrade(_ wsi: OpaquePointer) -> Int32 {
+        let path = header(wsi, WSI_TOKEN_GET_URI) ?? ""
+        guard path == "/ws" else { return 1 }
+        if !hub.config.allowedOrigins.isEmpty, let origin = header(wsi, WSI_TOKEN_ORIGIN),
+           !hub.config.allowedOrigins.contains(origin) {
+            clws_log_notice("refused WebSocket from origin \(origin)")
+            return 1
+        }
+        let peer = peerName(wsi)
+        guard hub.admit(peer) else {
+            hub.metrics.add(hub.metrics.refusedConnections)
+            return 1
+        }
+        var token = urlArg(wsi, "token")
+        if token == nil, let auth = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), auth.hasPrefix("Bearer ") {
+            token = String(auth.dropFirst(7))
+        }
+        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token)
+        return 0
+    }
+
+    func established(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) {
+        let pending = pendingUpgrades.removeValue(forKey: wsi)
+        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), now: hub.clock.now())
+        user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
+        sessions[ObjectIdentifier(s)] = s
+        hub.metrics.add(hub.metrics.connections)
+        if stopping { s.close(code: 1001, reason: "server shutting down") }
+        if let token = pending?.token { authenticate(s, token: token, id: nil, replyOnSuccess: false) }
+    }
+
+    func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
+        for sub in s.subscriptions { detach(sub) }
+        s.subscriptions.removeAll()
+        sessions[ObjectIdentifier(s)] = nil
+        hub.release(s.peer)
+        hub.metrics.add(hub.metrics.connections, -1)
+        user?.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+        Unmanaged.passUnretained(s).release()
+    }
+
+    func detach(_ sub: Subscription) {
+        let slot = sub.live.slots[index]
+        if let i = slot.subscribers.firstIndex(where: { $0 === sub }) {
+            slot.subscribers.swapAt(i, slot.subscribers.count - 1)
+            slot.subscribers.removeLast()
+            hub.metrics.add(hub.metrics.subscribers, -1)
+        }
+        supersedeTick(sub)
+    }
+
+    /// Collects a message's fragments; a message over the frame limit is skipped to its end
+    /// and answered with `too_large`, and the connection stays open.
+    func receive(_ s: Session, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) {
+        if s.rx.count + len > hub.config.maxFrame {
+            s.rxTooLarge = true
+            s.rx.removeAll(keepingCapacity: false)
+        } else if !s.rxTooLarge, let input {
+            s.rx.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len))
+        }
+        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return }
+        defer {
+            s.rx.removeAll(keepingCapacity: true)
+            s.rxTooLarge = false
+        }
+        if s.rxTooLarge {
+            reply(s, ProtocolError(.tooLarge, "message larger than \(hub.config.maxFrame) bytes"))
+        } else if lws_frame_is_binary(wsi) != 0 {
+            reply(s, ProtocolError(.badRequest, "binary frames are not part of ride.v1; send JSON text"))
+        } else {
+            handleMessage(s, s.rx)
+        }
+    }
+
+    func reply(_ s: Session, _ e: ProtocolError) {
+        s.enqueue(ServerMessages.error(e, prefix: pre))
+    }
+
+    // MARK: lws helpers
+
+    func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+        let n = lws_hdr_total_length(wsi, token)
+        guard n > 0, n < 8192 else { return nil }
+        var buf = [CChar](repeating: 0, count: Int(n) + 1)
+        guard lws_hdr_copy(wsi, &buf, Int32(buf.count), token) >= 0 else { return nil }
+        return String(cString: buf)
+    }
+
+    func urlArg(_ wsi: OpaquePointer, _ name: String) -> String? {
+        var buf = [CChar](repeating: 0, count: 4096)
+        guard let p = lws_get_urlarg_by_name(wsi, name + "=", &buf, Int32(buf.count)) else { return nil }
+        let v = String(cString: p)
+        return v.isEmpty ? nil : v
+    }
+
+    func peerName(_ wsi: OpaquePointer) -> String {
+        var buf = [CChar](repeating: 0, count: 64)
+        guard let p = lws_get_peer_simple(wsi, &buf, buf.count) else { return "?" }
+        return String(cString: p)
+    }
+}
+
+struct PendingUpgrade {
+    let peer: String
+    let token: String?
+}

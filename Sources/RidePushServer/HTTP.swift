@@ -1,0 +1,131 @@
+import CLibWebSockets
+import Foundation
+import RideAuth
+import RideCore
+
+/// HTTP on the WebSocket port: the page from `public/`, `/healthz`, `/metrics`, `/rides/{id}`,
+/// `/plans`, `/quote`.
+extension Shard {
+    func http(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
+        guard let input else { return -1 }
+        let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
+        guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 else {
+            return respond(wsi, 405, json: errorJSON("method_not_allowed", "only GET is served"))
+        }
+        switch path {
+        case "/healthz": return respond(wsi, 200, json: hub.healthJSON())
+        case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
+        case "/plans": return respond(wsi, 200, json: hub.plansDocument())
+        case "/quote": return quote(wsi)
+        default:
+            if path.hasPrefix("/rides/") { return rideDocument(wsi, String(path.dropFirst(7))) }
+            return staticFile(wsi, path)
+        }
+    }
+
+    func rideDocument(_ wsi: OpaquePointer, _ id: String) -> Int32 {
+        if hub.authRequired {
+            var token = urlArg(wsi, "token")
+            if token == nil, let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { token = String(h.dropFirst(7)) }
+            guard let token, let claims = try? hub.signer?.verify(token, now: hub.clock.now() / 1000) else {
+                return respond(wsi, 401, json: errorJSON("unauthorized", "a valid token is required (?token= or Authorization: Bearer)"))
+            }
+            if case .success(let live) = hub.registry.find(id),
+               !Access(claims).mayWatch(rideID: id, rideOwner: live.ride.owner) {
+                return respond(wsi, 403, json: errorJSON("forbidden", "this token may not read ride \"\(id)\""))
+            }
+        }
+        switch hub.registry.find(id) {
+        case .success(let live):
+            let ride = hub.registry.snapshot(live)
+            return respond(wsi, 200, json: ServerMessages.rideDocument(ride: ride, plan: live.plan, at: hub.clock.now()))
+        case .failure(let e):
+            return respond(wsi, e.code == .rideNotFound ? 404 : 503, json: errorJSON(e.code.rawValue, e.message))
+        }
+    }
+
+    func quote(_ wsi: OpaquePointer) -> Int32 {
+        let planID = urlArg(wsi, "plan")
+        guard let secondsText = urlArg(wsi, "seconds"), let seconds = Int64(secondsText), seconds >= 0 else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "seconds= is required: whole seconds of riding"))
+        }
+        let pausedText = urlArg(wsi, "paused")
+        guard let paused = pausedText.map({ Int64($0) }) ?? 0, paused >= 0 else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "paused= must be whole seconds"))
+        }
+        guard let plan = hub.registry.plan(planID) else {
+            return respond(wsi, 404, json: errorJSON("plan_not_found", "no plan \"\(planID ?? "")\""))
+        }
+        let q = FareEngine.quote(plan, riding: seconds, paused: paused)
+        return respond(wsi, 200, json: ServerMessages.quote(id: nil, plan: plan, quote: q, seconds: seconds, paused: paused))
+    }
+
+    func staticFile(_ wsi: OpaquePointer, _ path: String) -> Int32 {
+        var rel = path
+        if rel.hasSuffix("/") { rel += "index.html" }
+        let parts = rel.split(separator: "/", omittingEmptySubsequences: true)
+        guard !parts.contains(where: { $0 == ".." || $0.hasPrefix(".") }) else {
+            return respond(wsi, 404, json: errorJSON("not_found", "no such file"))
+        }
+        let file = hub.publicDir + "/" + parts.joined(separator: "/")
+        var st = stat()
+        guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            return respond(wsi, 404, json: errorJSON("not_found", "no such file: \(path)"))
+        }
+        let ext = parts.last.flatMap { $0.split(separator: ".").last.map(String.init) } ?? ""
+        let mime = Shard.mimeTypes[ext.lowercased()] ?? "application/octet-stream"
+        let extra = "cache-control: no-cache\r\n"
+        let n = lws_serve_http_file(wsi, file, mime, extra, Int32(extra.utf8.count))
+        if n < 0 { return -1 }
+        if n > 0, lws_http_transaction_completed(wsi) != 0 { return -1 }
+        return 0
+    }
+
+    static let mimeTypes: [String: String] = [
+        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
+        "json": "application/json", "svg": "image/svg+xml", "png": "image/png", "ico": "image/x-icon",
+        "woff2": "font/woff2", "txt": "text/plain; charset=utf-8", "webmanifest": "application/manifest+json",
+    ]
+
+    /// Writes the headers now and the body on HTTP_WRITEABLE.
+    func respond(_ wsi: OpaquePointer, _ status: UInt32, type: String = "application/json", json: [UInt8]) -> Int32 {
+        respond(wsi, status, type: type, body: json)
+    }
+
+    func respond(_ wsi: OpaquePointer, _ status: UInt32, type: String, body: [UInt8]) -> Int32 {
+        var buf = [UInt8](repeating: 0, count: pre + 2048)
+        return buf.withUnsafeMutableBufferPointer { b -> Int32 in
+            let start = b.baseAddress! + pre
+            var p: UnsafeMutablePointer<UInt8>? = start
+            let end = b.baseAddress! + b.count - 1
+            if lws_add_http_common_headers(wsi, status, type, lws_filepos_t(body.count), &p, end) != 0 { return 1 }
+            if lws_add_http_header_by_name(wsi, "cache-control:", "no-store", 8, &p, end) != 0 { return 1 }
+            if lws_finalize_write_http_header(wsi, start, &p, end) != 0 { return 1 }
+            httpBodies[wsi] = [UInt8](repeating: 0, count: pre) + body
+            lws_callback_on_writable(wsi)
+            return 0
+        }
+    }
+
+    func httpWritable(_ wsi: OpaquePointer) -> Int32 {
+        guard var body = httpBodies.removeValue(forKey: wsi) else { return 0 }
+        let pre = self.pre
+        let n = body.withUnsafeMutableBufferPointer { p in
+            lws_write(wsi, p.baseAddress! + pre, p.count - pre, LWS_WRITE_HTTP_FINAL)
+        }
+        if n < body.count - pre { return -1 }
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    }
+
+    func errorJSON(_ code: String, _ message: String) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("error")
+        w.beginObject()
+        w.key("code"); w.string(code)
+        w.key("message"); w.string(message)
+        w.endObject()
+        w.endObject()
+        return w.bytes
+    }
+}

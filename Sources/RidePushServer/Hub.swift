@@ -1,0 +1,160 @@
+import CLibWebSockets
+import Foundation
+import RideAuth
+import RideCore
+import RideStore
+import Synchronization
+
+/// The server: shared state (registry, metrics, the ticker) and the service threads.
+public final class Hub: @unchecked Sendable {  // fields are set once in init; shared state is locked or atomic
+    let config: ServerConfig
+    let clock: RideClock
+    let metrics = Metrics()
+    private(set) var registry: RideRegistry!
+    private(set) var shards: [Shard] = []
+    private(set) var ticker: Ticker!
+    let signer: TokenSigner?
+    var authRequired: Bool { signer != nil }
+    let publicDir: String
+    let listener: Listener
+    private let perAddress = Mutex<[String: Int]>([:])
+    private let store: RideStore
+
+    // C structures lws keeps pointers to for the life of the contexts.
+    let protocols: UnsafeMutablePointer<lws_protocols>
+    let keepalivePolicy: UnsafeMutablePointer<lws_retry_bo_t>
+    let securityHeaders: UnsafeMutablePointer<lws_protocol_vhost_options>
+    let vhostName = strdup("ridepush")!
+
+    public var port: Int { listener.port }
+
+    public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock()) throws(ServerError) {
+        self.config = config
+        self.clock = clock
+        self.store = store
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: config.publicDir, isDirectory: &isDir), isDir.boolValue else {
+            throw ServerError("--public \(config.publicDir): no such folder (it holds the page: index.html, app.js, …)")
+        }
+        publicDir = URL(fileURLWithPath: config.publicDir).standardizedFileURL.path
+        if case .jwt(let secret) = config.auth { signer = TokenSigner(secret: secret) } else { signer = nil }
+        listener = try Listener(host: config.host, port: config.port)
+
+        protocols = .allocate(capacity: 3)
+        protocols[0] = lws_protocols()
+        protocols[0].name = UnsafePointer(strdup("ride.v1"))
+        protocols[0].callback = rideProtocolCallback
+        protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
+        protocols[0].rx_buffer_size = 4096
+        protocols[1] = lws_protocols()
+        protocols[1].name = UnsafePointer(strdup("ridepush-accept"))
+        protocols[1].callback = acceptCallback
+        protocols[2] = lws_protocols()
+
+        keepalivePolicy = .allocate(capacity: 1)
+        keepalivePolicy.initialize(to: lws_retry_bo_t())
+        keepalivePolicy.pointee.secs_since_valid_ping = UInt16(max(1, config.keepalive / 2))
+        keepalivePolicy.pointee.secs_since_valid_hangup = UInt16(max(2, config.keepalive))
+
+        // Sent with every HTTP response: the page may run only its own scripts and talk only to
+        // its own origin (which includes its WebSocket).
+        let headers: [(String, String)] = [
+            ("content-security-policy:", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+            ("x-content-type-options:", "nosniff"),
+            ("referrer-policy:", "no-referrer"),
+            ("x-frame-options:", "DENY"),
+        ]
+        securityHeaders = .allocate(capacity: headers.count)
+        for (i, h) in headers.enumerated() {
+            securityHeaders[i] = lws_protocol_vhost_options(
+                next: i + 1 < headers.count ? UnsafePointer(securityHeaders + i + 1) : nil,
+                options: nil, name: UnsafePointer(strdup(h.0)), value: UnsafePointer(strdup(h.1)))
+        }
+
+        ticker = Ticker(hub: self)
+        registry = try RideRegistry(store: store, plans: config.plans, shards: max(1, config.threads), clock: clock, metrics: metrics)
+        for i in 0..<max(1, config.threads) {
+            let shard = Shard(index: i, hub: self, listenFD: listener.fd)
+            try shard.create(config: config)
+            shards.append(shard)
+        }
+    }
+
+    /// Services every thread until `shutdown()`; returns when all sessions were closed.
+    public func run() {
+        let done = DispatchGroup()
+        for shard in shards {
+            done.enter()
+            let t = Thread {
+                shard.run()
+                done.leave()
+            }
+            t.name = "lws-\(shard.index)"
+            t.stackSize = 1 << 20
+            t.start()
+        }
+        done.wait()
+        for shard in shards { lws_context_destroy(shard.context) }
+        close(listener.fd)
+        store.close()
+    }
+
+    /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.
+    public func shutdown() {
+        for shard in shards { shard.post(.shutdown) }
+    }
+
+    /// Pushes a state change to the ride's subscribers on every thread.
+    func broadcast(_ live: LiveRide, _ frame: [UInt8], from: Shard, except: Session?) {
+        let skip = except.map(ObjectIdentifier.init)
+        for s in shards {
+            if s === from { s.push(live, frame, except: skip) } else { s.post(.push(live, frame, except: skip)) }
+        }
+    }
+
+    /// Per-address connection limit (WebSocket sessions).
+    func admit(_ peer: String) -> Bool {
+        perAddress.withLock { m in
+            let n = m[peer, default: 0]
+            guard n < config.maxConnectionsPerIP else { return false }
+            m[peer] = n + 1
+            return true
+        }
+    }
+
+    func release(_ peer: String) {
+        perAddress.withLock { m in
+            if let n = m[peer] { m[peer] = n > 1 ? n - 1 : nil }
+        }
+    }
+
+    func healthJSON() -> [UInt8] {
+        let c = registry.counts
+        var w = JSONWriter()
+        w.beginObject()
+        w.field("status", "ok")
+        w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
+        w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
+        w.key("rides")
+        w.beginObject()
+        w.field("riding", Int64(c.riding))
+        w.field("paused", Int64(c.paused))
+        w.field("ended", Int64(c.ended))
+        w.endObject()
+        w.field("threads", Int64(shards.count))
+        w.field("ticks", Int64(metrics.tickRounds.load(ordering: .relaxed)))
+        w.endObject()
+        return w.bytes
+    }
+
+    func plansDocument() -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("plans")
+        w.beginArray()
+        for p in registry.plans.values.sorted(by: { $0.id < $1.id }) { ServerMessages.planSummary(&w, p) }
+        w.endArray()
+        w.endObject()
+        return w.bytes
+    }
+}

@@ -1,0 +1,37 @@
+import RideCore
+
+/// A ride the server holds in memory. `ride` and `warned` are guarded by the registry's
+/// lock; `slots[i]` belongs to service thread i alone, so fan-out needs no lock.
+final class LiveRide: @unchecked Sendable {
+    let id: String
+    let plan: FarePlan
+    var ride: Ride
+    /// Time-limit warnings already sent (seconds-left thresholds).
+    var warned: Set<Int64> = []
+    /// Position in the registry's list of rides that tick, for O(1) removal.
+    var liveIndex = -1
+    let slots: [ShardSlot]
+
+    init(ride: Ride, plan: FarePlan, shards: Int) {
+        id = ride.id
+        self.ride = ride
+        self.plan = plan
+        slots = (0..<shards).map { _ in ShardSlot() }
+    }
+}
+
+/// One service thread's view of a ride: its subscribers there and the tick frame they share.
+final class ShardSlot {
+    var subscribers: [Subscription] = []
+    /// This tick's message for the ride with LWS_PRE spare bytes in front, copied once per
+    /// tick from the hub's encode; every subscriber on the thread writes from it.
+    var frame: [UInt8] = []
+}
+
+/// One tick's messages: the same `seq` and `at` for every ride and every thread.
+struct TickBatch: @unchecked Sendable {
+    let seq: Int64
+    let at: UnixMillis
+    /// Each ticking ride with its encoded tick (LWS_PRE spare bytes in front). Immutable once built.
+    let rides: [(live: LiveRide, frame: [UInt8])]
+}

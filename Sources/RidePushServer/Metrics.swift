@@ -1,0 +1,57 @@
+import Synchronization
+
+/// Process-wide counters for /metrics and /healthz. Atomics, because every service thread
+/// bumps them; relaxed ordering is enough for monotonic counters read by a scrape.
+final class Metrics: Sendable {
+    let connections = Atomic<Int>(0)
+    let subscribers = Atomic<Int>(0)
+    let ticksSent = Atomic<Int>(0)
+    let ticksCoalesced = Atomic<Int>(0)
+    let tickRounds = Atomic<Int>(0)
+    let slowConsumerDisconnects = Atomic<Int>(0)
+    let acceptBackoffs = Atomic<Int>(0)
+    let refusedConnections = Atomic<Int>(0)
+    let rateLimited = Atomic<Int>(0)
+    /// Control messages by type and result, as "type|result" → count.
+    private let controls = Mutex<[String: Int]>([:])
+    /// Tick lateness (timer fire − whole second) and fan-out duration, milliseconds.
+    let lateness = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000])
+    let fanout = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000])
+
+    func add(_ a: borrowing Atomic<Int>, _ n: Int = 1) { a.wrappingAdd(n, ordering: .relaxed) }
+
+    func control(_ type: String, _ result: String) {
+        controls.withLock { $0[type + "|" + result, default: 0] += 1 }
+    }
+
+    func controlCounts() -> [(type: String, result: String, count: Int)] {
+        controls.withLock { d in
+            d.sorted { $0.key < $1.key }.map {
+                let parts = $0.key.split(separator: "|", maxSplits: 1)
+                return (String(parts[0]), String(parts.count > 1 ? parts[1] : ""), $0.value)
+            }
+        }
+    }
+}
+
+/// A fixed-bucket histogram in the Prometheus sense (cumulative when rendered).
+final class Histogram: Sendable {
+    let bounds: [Double]
+    private let state: Mutex<(counts: [Int], sum: Double, count: Int)>
+
+    init(bounds: [Double]) {
+        self.bounds = bounds
+        state = Mutex((Array(repeating: 0, count: bounds.count + 1), 0, 0))
+    }
+
+    func observe(_ v: Double) {
+        let i = bounds.firstIndex { v <= $0 } ?? bounds.count
+        state.withLock {
+            $0.counts[i] += 1
+            $0.sum += v
+            $0.count += 1
+        }
+    }
+
+    func snapshot() -> (counts: [Int], sum: Double, count: Int) { state.withLock { $0 } }
+}

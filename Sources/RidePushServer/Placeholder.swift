@@ -1,1 +1,0 @@
-// Bridge arrives with the server.

@@ -1,0 +1,40 @@
+import RideCore
+
+/// Everything `ridepush serve` can be told; defaults are the documented ones.
+public struct ServerConfig: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var publicDir = "./public"
+    /// A file path, or "memory" for a throw-away server.
+    public var store = "./ridepush.db"
+    public var plans: [FarePlan] = [.standard]
+    public var threads = 1
+    /// Largest client message; bigger ones get `too_large`.
+    public var maxFrame = 4096
+    public var maxSubscriptions = 32
+    public var maxConnectionsPerIP = 4096
+    /// Control messages per second per connection before `rate_limited`.
+    public var controlRate = 20
+    /// Seconds without a pong before a dead peer is dropped; pings go out at half of it.
+    public var keepalive = 30
+    public var handshakeTimeout = 10
+    /// Seconds a subscriber may stay unable to take its ticks before it is disconnected.
+    public var slowConsumerLag = 10
+    public var allowedOrigins: [String] = []
+    public var tlsCert: String?
+    public var tlsKey: String?
+    public var auth: AuthMode = .none
+
+    public enum AuthMode: Sendable {
+        case none
+        case jwt(secret: [UInt8])
+    }
+
+    public init() {}
+}
+
+/// A startup problem explained for the person running the server.
+public struct ServerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
+}

@@ -1,0 +1,75 @@
+import CLibWebSockets
+import RideAuth
+import RideCore
+
+/// One WebSocket connection. Owned by the service thread of its shard: only that thread
+/// reads or writes any field, so no lock.
+final class Session {
+    let wsi: OpaquePointer
+    let peer: String
+    /// Control replies, state pushes, warnings and errors, in order; never dropped.
+    var outbox: [[UInt8]] = []
+    var outboxHead = 0
+    var subscriptions: [Subscription] = []
+    /// Subscriptions holding an unsent tick (at most one each: newer ticks replace older).
+    var pendingTicks = 0
+    /// When this session last had nothing left to send; a subscriber stuck with pending
+    /// ticks past the configured lag is a slow consumer and gets disconnected.
+    var drainedAt: Int64 = 0
+    /// Fragments of the message being received.
+    var rx: [UInt8] = []
+    var rxTooLarge = false
+    /// Close code and reason once we decided to close.
+    var closing: (code: UInt16, reason: String)?
+    var access: Access?
+    /// Control-message rate limit: a one-second window.
+    var windowStart: Int64 = 0
+    var windowCount = 0
+    var strikes = 0
+
+    init(wsi: OpaquePointer, peer: String, now: Int64) {
+        self.wsi = wsi
+        self.peer = peer
+        drainedAt = now
+    }
+
+    var hasOutbox: Bool { outboxHead < outbox.count }
+
+    func enqueue(_ frame: [UInt8]) {
+        outbox.append(frame)
+        lws_callback_on_writable(wsi)
+    }
+
+    func popOutbox() -> [UInt8] {
+        let f = outbox[outboxHead]
+        outboxHead += 1
+        if outboxHead == outbox.count {
+            outbox.removeAll(keepingCapacity: true)
+            outboxHead = 0
+        }
+        return f
+    }
+
+    func subscription(for ride: String) -> Subscription? {
+        subscriptions.first { $0.live.id == ride }
+    }
+
+    func close(code: UInt16, reason: String) {
+        guard closing == nil else { return }
+        closing = (code, reason)
+        lws_callback_on_writable(wsi)
+    }
+}
+
+/// A session watching a ride. Lives in the session's list and in its ride's shard slot.
+final class Subscription {
+    let live: LiveRide
+    unowned let session: Session
+    /// This ride's latest tick is waiting to be written (the frame itself is the slot's).
+    var pending = false
+
+    init(live: LiveRide, session: Session) {
+        self.live = live
+        self.session = session
+    }
+}

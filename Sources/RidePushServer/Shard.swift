@@ -1,0 +1,278 @@
+import CLibWebSockets
+import Foundation
+import RideCore
+import Synchronization
+
+/// Work handed to a service thread from another thread.
+enum ShardEvent {
+    case tick(TickBatch)
+    /// A message for every subscriber of the ride on this thread, except `except`.
+    case push(LiveRide, [UInt8], except: ObjectIdentifier?)
+    case shutdown
+}
+
+/// One libwebsockets context and the thread that services it. lws is single-threaded per
+/// context, so every lws call for this context happens on that thread; other threads hand
+/// work over through `mailbox` and `lws_cancel_service`.
+final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other field is service-thread only
+    let index: Int
+    unowned let hub: Hub
+    private(set) var context: OpaquePointer!
+    private(set) var vhost: OpaquePointer!
+    private let mailbox = Mutex<[ShardEvent]>([])
+    /// Sessions on this thread (service thread only).
+    var sessions: [ObjectIdentifier: Session] = [:]
+    var stopping = false
+    var acceptor: OpaquePointer?
+    let listenFD: Int32
+    let pre = Int(clws_pre())
+    /// HTTP responses waiting for HTTP_WRITEABLE, by wsi.
+    var httpBodies: [OpaquePointer: [UInt8]] = [:]
+    /// Upgrades between FILTER_PROTOCOL_CONNECTION and ESTABLISHED, by wsi.
+    var pendingUpgrades: [OpaquePointer: PendingUpgrade] = [:]
+    /// A spare descriptor released at the file limit to refuse one waiting connection cleanly.
+    var spareFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    let tickTimer = TimerBox.make()
+    let backoffTimer = TimerBox.make()
+    var lastBackoffLog: Int64 = 0
+
+    init(index: Int, hub: Hub, listenFD: Int32) {
+        self.index = index
+        self.hub = hub
+        self.listenFD = dup(listenFD)
+        tickTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        backoffTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit {
+        tickTimer.deallocate()
+        backoffTimer.deallocate()
+    }
+
+    /// Creates the context (on the calling thread; it is serviced by `run`).
+    func create(config: ServerConfig) throws(ServerError) {
+        var info = lws_context_creation_info()
+        info.port = CONTEXT_PORT_NO_LISTEN_SERVER
+        info.protocols = UnsafePointer(hub.protocols)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+            | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        info.timeout_secs = UInt32(config.handshakeTimeout)
+        info.retry_and_idle_policy = UnsafePointer(hub.keepalivePolicy)
+        info.headers = UnsafePointer(hub.securityHeaders)
+        info.vhost_name = UnsafePointer(hub.vhostName)
+        if let cert = config.tlsCert, let key = config.tlsKey {
+            info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+            info.ssl_cert_filepath = UnsafePointer(strdup(cert))
+            info.ssl_private_key_filepath = UnsafePointer(strdup(key))
+        }
+        guard let ctx = lws_create_context(&info) else {
+            if config.tlsCert != nil {
+                throw ServerError("could not start TLS with --tls-cert \(config.tlsCert!) and --tls-key \(config.tlsKey!): check that both are readable PEM files and that the key matches the certificate")
+            }
+            throw ServerError("could not create the libwebsockets context")
+        }
+        context = ctx
+        vhost = lws_get_vhost_by_name(ctx, hub.vhostName)
+    }
+
+    /// The service loop; returns when a shutdown has closed every session (or timed out).
+    func run() {
+        var fd = lws_sock_file_fd_type()
+        fd.filefd = listenFD
+        acceptor = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, fd, "ridepush-accept", nil)
+        if acceptor == nil { clws_log_err("thread \(index): could not watch the listening socket") }
+        if index == 0 { hub.ticker.start(on: self) }
+        var deadline: Int64 = .max
+        while true {
+            if stopping {
+                if deadline == .max { deadline = monotonicMillis() + 3000 }
+                if sessions.isEmpty || monotonicMillis() > deadline { break }
+            }
+            if lws_service(context, 0) < 0 { break }
+        }
+    }
+
+    // MARK: mailbox
+
+    func post(_ e: ShardEvent) {
+        mailbox.withLock { $0.append(e) }
+        lws_cancel_service(context)
+    }
+
+    /// Runs on LWS_CALLBACK_EVENT_WAIT_CANCELLED: the thread handles what others handed it.
+    func drainMailbox() {
+        let events = mailbox.withLock { m -> [ShardEvent] in
+            let e = m
+            m.removeAll(keepingCapacity: true)
+            return e
+        }
+        for e in events { handle(e) }
+    }
+
+    func handle(_ e: ShardEvent) {
+        switch e {
+        case .tick(let batch): fanOut(batch)
+        case .push(let live, let frame, let except): push(live, frame, except: except)
+        case .shutdown: beginShutdown()
+        }
+    }
+
+    // MARK: fan-out (service thread)
+
+    /// Gives every local subscriber of every ticking ride this tick. A subscriber that still
+    /// holds the previous tick keeps one pending tick: the slot's frame now holds the newer.
+    func fanOut(_ batch: TickBatch) {
+        let started = monotonicMicros()
+        let lag = Int64(hub.config.slowConsumerLag) * 1000
+        var coalesced = 0
+        for (live, frame) in batch.rides {
+            let slot = live.slots[index]
+            if slot.subscribers.isEmpty { continue }
+            slot.frame.removeAll(keepingCapacity: true)
+            slot.frame.append(contentsOf: frame)
+            for sub in slot.subscribers {
+                let s = sub.session
+                if sub.pending {
+                    coalesced += 1
+                    if batch.at - s.drainedAt > lag, s.closing == nil {
+                        hub.metrics.add(hub.metrics.slowConsumerDisconnects)
+                        s.close(code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
+                    }
+                    continue
+                }
+                sub.pending = true
+                s.pendingTicks += 1
+                if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
+            }
+        }
+        if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
+        hub.metrics.fanout.observe(Double(monotonicMicros() - started) / 1000)
+    }
+
+    func push(_ live: LiveRide, _ frame: [UInt8], except: ObjectIdentifier?) {
+        for sub in live.slots[index].subscribers where ObjectIdentifier(sub.session) != except {
+            supersedeTick(sub)
+            sub.session.enqueue(frame)
+        }
+    }
+
+    /// A state message replaces a waiting tick of the same ride: it is newer, and a tick
+    /// written after an `ended` state would show the ride riding again.
+    func supersedeTick(_ sub: Subscription) {
+        if sub.pending {
+            sub.pending = false
+            sub.session.pendingTicks -= 1
+        }
+    }
+
+    /// Writes one message (lws allows one write per WRITEABLE callback). Returns -1 to close.
+    func writable(_ s: Session) -> Int32 {
+        if s.hasOutbox {
+            var f = s.popOutbox()
+            if write(s.wsi, &f) < 0 { return -1 }
+        } else if s.pendingTicks > 0, let sub = s.subscriptions.first(where: { $0.pending }) {
+            sub.pending = false
+            s.pendingTicks -= 1
+            let slot = sub.live.slots[index]
+            if write(s.wsi, &slot.frame) < 0 { return -1 }
+            hub.metrics.add(hub.metrics.ticksSent)
+        } else if let c = s.closing {
+            var reason = Array(c.reason.utf8.prefix(120))
+            lws_close_reason(s.wsi, lws_close_status(rawValue: UInt32(c.code)), &reason, reason.count)
+            return -1
+        }
+        if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil {
+            lws_callback_on_writable(s.wsi)
+        } else {
+            s.drainedAt = hub.clock.now()
+        }
+        return 0
+    }
+
+    private func write(_ wsi: OpaquePointer, _ frame: inout [UInt8]) -> Int32 {
+        let pre = self.pre
+        return frame.withUnsafeMutableBufferPointer { p in
+            let n = p.count - pre
+            return lws_write(wsi, p.baseAddress! + pre, n, LWS_WRITE_TEXT) < n ? -1 : 0
+        }
+    }
+
+    // MARK: accept
+
+    /// Accepts what is waiting on the shared listening socket and hands each connection to lws.
+    func acceptReady() {
+        for _ in 0..<64 {
+            let fd = clws_accept(listenFD)
+            if fd < 0 {
+                let e = errno
+                if e == EMFILE || e == ENFILE { backOffAccepting() }
+                return
+            }
+            if lws_adopt_socket_vhost(vhost, fd) == nil {
+                close(fd)
+                hub.metrics.add(hub.metrics.refusedConnections)
+            }
+        }
+    }
+
+    /// Out of descriptors: refuse one waiting connection with the spare descriptor (so that
+    /// client gets a clean close, not a hang), stop polling the listener for a moment instead
+    /// of spinning on it, and log at most once every 10 s.
+    func backOffAccepting() {
+        hub.metrics.add(hub.metrics.acceptBackoffs)
+        if spareFD >= 0 {
+            close(spareFD)
+            let fd = clws_accept(listenFD)
+            if fd >= 0 { close(fd); hub.metrics.add(hub.metrics.refusedConnections) }
+            spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        }
+        let now = monotonicMillis()
+        if now - lastBackoffLog > 10_000 {
+            lastBackoffLog = now
+            clws_log_warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
+        }
+        if let a = acceptor { lws_rx_flow_control(a, 0) }
+        lws_sul_schedule(context, 0, &backoffTimer.pointee.sul, { sul in
+            guard let shard = TimerBox.owner(of: sul, as: Shard.self), let a = shard.acceptor else { return }
+            lws_rx_flow_control(a, 1)
+        }, 100_000)
+    }
+
+    // MARK: shutdown
+
+    func beginShutdown() {
+        guard !stopping else { return }
+        stopping = true
+        if index == 0 { hub.ticker.stop(on: self) }
+        for s in sessions.values { s.close(code: 1001, reason: "server shutting down") }
+    }
+}
+
+/// An lws timer with a pointer back to its Swift owner: the C callback gets only the timer.
+struct TimerBox {
+    var sul = lws_sorted_usec_list_t()
+    var owner: UnsafeMutableRawPointer?
+
+    static func make() -> UnsafeMutablePointer<TimerBox> {
+        precondition(MemoryLayout<TimerBox>.offset(of: \TimerBox.sul) == 0)
+        let p = UnsafeMutablePointer<TimerBox>.allocate(capacity: 1)
+        p.initialize(to: TimerBox())
+        return p
+    }
+
+    static func owner<T: AnyObject>(of sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?, as: T.Type) -> T? {
+        guard let sul else { return nil }
+        let box = UnsafeMutableRawPointer(sul).assumingMemoryBound(to: TimerBox.self)
+        guard let o = box.pointee.owner else { return nil }
+        return Unmanaged<T>.fromOpaque(o).takeUnretainedValue()
+    }
+}
+
+func monotonicMicros() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+}
+
+func monotonicMillis() -> Int64 { monotonicMicros() / 1000 }
