@@ -338,6 +338,7 @@
       bar.value = Math.max(0, Math.min(limit, c.remaining));
       $('remaining-text').textContent = I.duration(S.lang, c.remaining);
       box.classList.toggle('low', c.remaining <= 60);
+      if (S.warning != null) renderWarning();
     } else {
       box.hidden = true;
     }
@@ -402,11 +403,19 @@
     total.textContent = I.money(S.lang, r.fare, r.currency);
     total.dataset.minor = String(r.fare);
     $('receipt-reason').textContent = r.reason ? I.t(S.lang, 'receipt.reason.' + r.reason) : '';
-    $('receipt-times').textContent = I.t(S.lang, 'receipt.times', {
-      start: I.clock(S.lang, r.started_at),
-      end: I.clock(S.lang, r.ended_at),
-      elapsed: I.duration(S.lang, r.elapsed),
-      paused: I.duration(S.lang, r.paused || 0),
+    // Each part stays on one line; the parts wrap as a whole on a narrow phone.
+    const times = $('receipt-times');
+    times.textContent = '';
+    [
+      I.t(S.lang, 'receipt.span', { start: I.clock(S.lang, r.started_at), end: I.clock(S.lang, r.ended_at) }),
+      I.t(S.lang, 'receipt.riding_for', { elapsed: I.duration(S.lang, r.elapsed) }),
+      I.t(S.lang, 'receipt.paused_for', { paused: I.duration(S.lang, r.paused || 0) }),
+    ].forEach((txt, i) => {
+      if (i) times.append(' · ');
+      const sp = document.createElement('span');
+      sp.className = 'nowrap';
+      sp.textContent = txt;
+      times.append(sp);
     });
   }
 
@@ -414,7 +423,9 @@
     const w = $('warning');
     if (S.warning == null || S.ended()) { w.hidden = true; return; }
     w.hidden = false;
-    w.textContent = I.t(S.lang, 'warning', { t: I.duration(S.lang, S.warning) });
+    // The warning names the time left as of the latest tick, not the (older) warning's.
+    const left = S.cur && S.cur.remaining !== null ? Math.min(S.cur.remaining, S.warning) : S.warning;
+    w.textContent = I.t(S.lang, 'warning', { t: I.duration(S.lang, left) });
   }
 
   function renderControls() {
