@@ -1,6 +1,7 @@
 /// One line of a receipt or quote: what billed how much.
 public struct ReceiptLine: Sendable, Equatable {
-    public enum Label: String, Sendable { case unlock, riding, distance, pause, cap }
+    /// `floor` gives back what discounts took below zero: a fare is never negative.
+    public enum Label: String, Sendable { case unlock, riding, distance, pause, cap, floor }
     public var label: Label
     /// Index of the GBFS segment that billed this line, when the plan has several.
     public var segment: Int?
@@ -59,9 +60,15 @@ public enum FareEngine {
         let time = cappedTimeFare(plan, riding: riding)
         let subtotal = time.capped + pause.amount + distanceCharge(plan, metres)
         let total = finish(plan, riding: riding, subtotal: subtotal)
+        // The lines above add up to `uncapped`; what the cap took off and what the zero floor
+        // gave back get a line each, so the lines always add up to the total.
         let uncapped = time.uncapped + pause.amount + distanceCharge(plan, metres)
-        if total < uncapped, plan.cap != nil {
-            lines.append(ReceiptLine(label: .cap, amount: total - uncapped))
+        let capped = overallCap(plan, riding: riding, subtotal: subtotal)
+        if capped != uncapped {
+            lines.append(ReceiptLine(label: .cap, amount: capped - uncapped))
+        }
+        if total != capped {
+            lines.append(ReceiptLine(label: .floor, amount: total - capped))
         }
         return Quote(total: total, currency: plan.currency, lines: lines)
     }
@@ -119,13 +126,18 @@ public enum FareEngine {
         return total
     }
 
-    /// Total never below zero (discount segments), and at most the cap for every window begun.
+    /// At most the cap for every window begun, then never below zero (discount segments).
+    /// The floor comes last so that even a (refused-by-the-parser) negative cap price cannot
+    /// make a fare negative.
     static func finish(_ plan: FarePlan, riding: Int64, subtotal: Int64) -> Int64 {
-        var total = max(0, subtotal)
-        if let cap = plan.cap, cap.duration > 0 {
-            let windows = max(1, (riding + cap.duration * 60 - 1) / (cap.duration * 60))
-            total = min(total, windows * cap.price)
-        }
-        return total
+        max(0, overallCap(plan, riding: riding, subtotal: subtotal))
+    }
+
+    /// The subtotal clamped to `cap.price` per `duration` window begun (covers distance and
+    /// pause charges, which are not split into windows).
+    static func overallCap(_ plan: FarePlan, riding: Int64, subtotal: Int64) -> Int64 {
+        guard let cap = plan.cap, cap.duration > 0 else { return subtotal }
+        let windows = max(1, (riding + cap.duration * 60 - 1) / (cap.duration * 60))
+        return min(subtotal, windows * cap.price)
     }
 }
