@@ -54,6 +54,10 @@ public struct ClientEnvelope: Sendable, Equatable {
 public enum ClientCodec {
     public static let maxIDLength = 64
     public static let maxRideIDLength = 64
+    /// Largest value of an integer field (limit, seconds, paused, distance): ~31 years of
+    /// seconds or a million km. Far beyond any ride, and small enough that no fare or instant
+    /// computed from it can overflow Int64 (which would trap and take the server down).
+    public static let maxIntValue: Int64 = 1_000_000_000
 
     /// Decodes one text frame. Errors carry the request id when it could be read.
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientEnvelope, ProtocolError> {
@@ -139,6 +143,9 @@ public enum ClientCodec {
         guard let v = o[k], v != .null else { return nil }
         guard let n = v.int, n >= min else {
             throw ProtocolError(.badRequest, "\"\(k)\" must be a whole number ≥ \(min)")
+        }
+        guard n <= maxIntValue else {
+            throw ProtocolError(.badRequest, "\"\(k)\" must be at most \(maxIntValue)")
         }
         return n
     }

@@ -30,5 +30,7 @@ public final class ManualClock: RideClock {
 
 /// The instant of the next whole wall-clock second strictly after `t`.
 @inlinable public func nextWholeSecond(after t: UnixMillis) -> UnixMillis {
-    (t / 1000 + 1) * 1000
+    // Floor division: Swift's `/` truncates toward zero, which is wrong before 1970 (t < 0).
+    let second = t >= 0 ? t / 1000 : (t - 999) / 1000
+    return (second + 1) * 1000
 }

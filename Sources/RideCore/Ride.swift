@@ -69,6 +69,9 @@ public struct Ride: Sendable, Equatable {
     public private(set) var endedAt: UnixMillis?
     public private(set) var endReason: EndReason?
     public private(set) var metres: Int64 = 0
+    /// The last instant this ride recorded (start, pause, resume or end); time never runs
+    /// backwards past it, so a clock stepping back cannot shrink elapsed or make a pause negative.
+    public private(set) var lastInstant: UnixMillis
 
     public init(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis) {
         self.id = id
@@ -76,6 +79,7 @@ public struct Ride: Sendable, Equatable {
         self.owner = owner
         self.limit = limit
         self.startedAt = startedAt
+        self.lastInstant = startedAt
     }
 
     /// The state machine: a command at an instant gives the transition to record, or an error.
@@ -92,15 +96,18 @@ public struct Ride: Sendable, Equatable {
     /// Applies a recorded transition. Replaying a journal calls this for each entry.
     public func applying(_ tr: RideTransition) -> Result<Ride, RideError> {
         var next = self
+        // A recorded instant before the last one (a clock that stepped back) counts as the last one.
+        let at = max(tr.at, lastInstant)
+        next.lastInstant = at
         switch (state, tr) {
-        case (.riding, .pause(let at)):
+        case (.riding, .pause):
             next.state = .paused
             next.pausedSince = at
-        case (.paused, .resume(let at)):
+        case (.paused, .resume):
             next.pausedMillisBefore += at - (pausedSince ?? at)
             next.pausedSince = nil
             next.state = .riding
-        case (.riding, .end(let at, let reason, let m)), (.paused, .end(let at, let reason, let m)):
+        case (.riding, .end(_, let reason, let m)), (.paused, .end(_, let reason, let m)):
             if let since = pausedSince { next.pausedMillisBefore += at - since }
             next.pausedSince = nil
             next.state = .ended
@@ -119,11 +126,6 @@ public struct Ride: Sendable, Equatable {
         return .success(next)
     }
 
-    /// The last instant this ride recorded; time never runs backwards past it.
-    public var lastInstant: UnixMillis {
-        endedAt ?? pausedSince ?? startedAt
-    }
-
     /// Milliseconds spent paused up to `now` (frozen once ended).
     public func pausedMillis(at now: UnixMillis) -> Int64 {
         var total = pausedMillisBefore
@@ -133,7 +135,7 @@ public struct Ride: Sendable, Equatable {
 
     /// Milliseconds spent riding up to `now`: wall time since start minus pauses.
     public func ridingMillis(at now: UnixMillis) -> Int64 {
-        let end = endedAt ?? max(now, startedAt)
+        let end = endedAt ?? max(now, lastInstant)
         if let since = pausedSince { return max(0, since - startedAt - pausedMillisBefore) }
         return max(0, end - startedAt - pausedMillisBefore)
     }
@@ -156,15 +158,23 @@ public struct Ride: Sendable, Equatable {
         switch state {
         case .riding:
             guard let limit else { return nil }
-            let due = startedAt + pausedMillisBefore + limit * 1000
+            let due = Ride.instant(startedAt + pausedMillisBefore, plusSeconds: limit)
             return now >= due ? .end(at: due, reason: .timeLimit, metres: 0) : nil
         case .paused:
             guard let maxPause = maxPauseSeconds, let since = pausedSince else { return nil }
-            let due = since + maxPause * 1000
+            let due = Ride.instant(since, plusSeconds: maxPause)
             return now >= due ? .end(at: due, reason: .pauseLimit, metres: 0) : nil
         case .ended:
             return nil
         }
+    }
+
+    /// `t` plus `seconds`, saturating: an absurd limit means "never", not an overflow trap.
+    static func instant(_ t: UnixMillis, plusSeconds seconds: Int64) -> UnixMillis {
+        let (ms, o1) = seconds.multipliedReportingOverflow(by: 1000)
+        let (due, o2) = t.addingReportingOverflow(ms)
+        if o1 || o2 { return seconds < 0 ? Int64.min : Int64.max }
+        return due
     }
 
     /// Rebuilds a ride from its journal (the first entry must be its start).
