@@ -5,8 +5,8 @@ public struct JSONWriter {
     private var needComma = false
 
     /// Writes after `prefix` zero bytes into `buffer`'s storage (emptied, capacity kept).
-    public init(adopting buffer: [UInt8], prefix: Int) {
-        bytes = buffer
+    public init(adopting buffer: consuming [UInt8], prefix: Int) {
+        bytes = consume buffer
         bytes.removeAll(keepingCapacity: true)
         if prefix > 0 { bytes.append(contentsOf: repeatElement(0, count: prefix)) }
     }

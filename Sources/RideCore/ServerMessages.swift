@@ -19,8 +19,8 @@ public enum ServerMessages {
     /// `{"type":"tick",...}` into `out`, reusing its capacity (the hot path: one per ride per second).
     public static func tick(into out: inout [UInt8], ride: Ride, plan: FarePlan, seq: Int64, at: UnixMillis, prefix: Int) {
         let f = Figures(ride, plan, at: at)
-        out.removeAll(keepingCapacity: true)
-        var w = JSONWriter(adopting: out, prefix: prefix)
+        // Move the buffer into the writer: if `out` kept a reference, emptying it would copy.
+        var w = JSONWriter(adopting: consume out, prefix: prefix)
         w.beginObject()
         w.field("type", "tick")
         w.field("ride", ride.id)
@@ -65,6 +65,7 @@ public enum ServerMessages {
         w.field("fare", f.fare)
         w.field("currency", plan.currency.code)
         if let r = f.remaining { w.field("remaining", r) }
+        w.field("at", at)
         if let l = ride.limit { w.field("limit", l) }
         w.field("started_at", ride.startedAt)
         w.field("ended_at", ride.endedAt)
