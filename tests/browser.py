@@ -99,6 +99,25 @@ def wait_enabled(drv, el_id, timeout=10):
                 timeout, "#%s never became enabled" % el_id)
 
 
+def record_sockets(drv):
+    """From the next page load on, keep every WebSocket URL the page opens and every frame it
+    sends (window.__ws, window.__sent). Injected through DevTools, which the page's CSP does
+    not govern; the page itself is unchanged."""
+    drv.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+        (() => {
+          const W = window.WebSocket;
+          window.__ws = []; window.__sent = [];
+          const send = W.prototype.send;
+          W.prototype.send = function (d) { window.__sent.push(String(d)); return send.call(this, d); };
+          window.WebSocket = function (url, protocols) {
+            window.__ws.push({url: String(url), protocols: protocols});
+            return new W(url, protocols);
+          };
+          window.WebSocket.prototype = W.prototype;
+          Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+        })();"""})
+
+
 def console_errors(drv):
     """SEVERE browser console entries (CSP violations, script errors)."""
     try:

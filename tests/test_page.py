@@ -270,6 +270,38 @@ def test_server_restart_page_recovers(tmp_path, browsers):
         s2.stop()
 
 
+def test_request_in_flight_is_retried_with_same_id(tmp_path, browsers):
+    """A pause sent just before the server dies is resent after the reconnect with the same
+    id (so a server that saw it would replay its reply instead of pausing twice)."""
+    store = str(tmp_path / "rides.db")
+    s1 = Server(store=store).start()
+    d = browsers(B.DESKTOP)
+    try:
+        B.record_sockets(d)
+        start_ride(d, s1.http)
+        watch_advance(d, 1)
+        # Freeze the server so the pause is written to its socket but never answered.
+        os.kill(s1.proc.pid, signal.SIGSTOP)
+        click(d, "btn-pause")
+        B.wait(d, lambda d: B.attr(d, "controls", "aria-busy") == "true", 3, "no request in flight")
+        assert not B.by_id(d, "btn-pause").is_enabled() and not B.by_id(d, "btn-end").is_enabled()
+        s1.kill9()
+    except BaseException:
+        if s1.proc.poll() is None:
+            os.kill(s1.proc.pid, signal.SIGCONT)
+            s1.stop()
+        raise
+    s2 = Server(store=store, port=s1.port).start()
+    try:
+        B.wait_state(d, "paused", 20)
+        pauses = [m for m in sent(d) if m["type"] == "pause"]
+        assert len(pauses) == 2 and pauses[0]["id"] == pauses[1]["id"], pauses
+        assert len(d.execute_script("return window.__ws")) >= 2
+        B.wait_conn(d, "online", 5)
+    finally:
+        s2.stop()
+
+
 def test_silent_server_shows_reconnecting(server, browsers):
     """No tick for 3 s -> "reconnecting"; the numbers stay the server's last ones."""
     d = browsers(B.DESKTOP)
@@ -332,6 +364,32 @@ def test_english_toggle(server, browsers):
     click(d, "lang-toggle")
     B.wait(d, lambda d: B.text(d, "btn-pause") == "일시정지", 3)
     assert B.text(d, "fare") == "500원"
+
+
+def test_token_is_kept_in_socket_and_links(server, browsers):
+    """?token=… goes to the socket URL and stays in the links the page makes (auth is off
+    here, so the server ignores it)."""
+    d = browsers(B.DESKTOP)
+    B.record_sockets(d)
+    d.get(server.http + "/?token=t0k.en-1")
+    click(d, "btn-start")
+    B.wait_state(d, "riding")
+    socks = d.execute_script("return window.__ws")
+    assert socks and socks[0]["url"] == server.ws + "?token=t0k.en-1", socks
+    assert socks[0]["protocols"] == "ride.v1"
+    ride = B.text(d, "ride-id")
+    assert d.current_url == "%s/?ride=%s&token=t0k.en-1" % (server.http, ride)
+    assert B.attr(d, "btn-new", "href") == server.http + "/?token=t0k.en-1"
+    assert B.attr(d, "home-link", "href") == server.http + "/?token=t0k.en-1"
+    # A reload reuses the token for the watch link too.
+    d.refresh()
+    B.wait_state(d, "riding")
+    socks = d.execute_script("return window.__ws")
+    assert socks[-1]["url"] == server.ws + "?token=t0k.en-1"
+    # Each frame is one JSON object with a fresh UUID id per request.
+    frames = [json.loads(x) for x in d.execute_script("return window.__sent")]
+    assert frames[0]["type"] == "subscribe" and frames[0]["ride"] == ride
+    no_page_errors(d)
 
 
 def test_phone_layout_and_keyboard(server, browsers):
