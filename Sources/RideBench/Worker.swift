@@ -35,7 +35,7 @@ final class Worker {
     private let accepts: UnsafeMutablePointer<UInt8>   // expected Sec-WebSocket-Accept, 28 bytes each
     private var requests: [Int: [UInt8]] = [:]          // only while an upgrade request is partly written
     private let ep: Epoll
-    private var rng = SystemRandomNumberGenerator()
+    private var rng = XorShiftRandom()
     private var report = WorkerReport()
     private var histogram = LatencyHistogram()
     private var window: BenchWindow?
@@ -496,4 +496,21 @@ func selfCPUSeconds() -> Double {
     getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &ru)
     return Double(ru.ru_utime.tv_sec) + Double(ru.ru_utime.tv_usec) / 1e6 +
         Double(ru.ru_stime.tv_sec) + Double(ru.ru_stime.tv_usec) / 1e6
+}
+
+/// Masking keys and handshake nonces need to be unpredictable to intermediaries, not
+/// cryptographic: SystemRandomNumberGenerator costs a getrandom() syscall per call, which
+/// showed up in profiles of the connect phase. Seeded once from the system generator.
+struct XorShiftRandom: RandomNumberGenerator {
+    private var state: UInt64
+    init() {
+        var sys = SystemRandomNumberGenerator()
+        state = sys.next() | 1
+    }
+    mutating func next() -> UInt64 {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return state
+    }
 }
