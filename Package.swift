@@ -38,6 +38,7 @@ let package = Package(
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
+        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideStore"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
     ],
     swiftLanguageModes: [.v6]

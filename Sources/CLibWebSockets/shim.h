@@ -2,9 +2,6 @@
 #define RIDEPUSH_CLWS_SHIM_H
 // Why this shim exists: Swift cannot import C macros with expressions (LWS_PRE) nor
 // variadic logging macros (lwsl_*), so each gets a one-line wrapper here.
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE  /* accept4 */
-#endif
 #include <stddef.h>
 #include <sys/socket.h>
 #include <libwebsockets.h>
@@ -16,7 +13,10 @@ static inline void clws_log_notice(const char *msg) { lwsl_notice("%s\n", msg); 
 static inline void clws_log_user(const char *msg) { lwsl_user("%s\n", msg); }
 
 /* accept4 is a GNU extension Glibc's Swift overlay does not show: a non-blocking,
-   close-on-exec socket from the listener in one call. */
+   close-on-exec socket from the listener in one call.
+   Declared here rather than through _GNU_SOURCE, which would change libc's struct definitions
+   for this module and clash with Glibc's. */
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 static inline int clws_accept(int listen_fd) {
     return accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }

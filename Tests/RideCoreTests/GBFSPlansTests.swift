@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import RideCore
 
@@ -222,6 +223,40 @@ struct GBFSParseTests {
         let own = try GBFSPlans.load(doc(#"{"plan_id":"default","name":"Mine","currency":"EUR","price":1,"is_taxable":false,"description":"d"}"#))
         #expect(own.map(\.id) == ["default"])
         #expect(own[0].currency.code == "EUR")
+    }
+}
+
+/// The repository's `plans.example.json` (what docs/fares.md shows) loads and bills as documented.
+struct ExamplePlansFileTests {
+    static func load() throws -> [FarePlan] {
+        let url = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("plans.example.json")
+        let data = try #require(FileManager.default.contents(atPath: url.path))
+        return try GBFSPlans.load(Array(data))
+    }
+
+    @Test func loads() throws {
+        let plans = try Self.load()
+        #expect(plans.map(\.id) == ["default", "seoul-day", "seoul-completed", "plan2", "plan3", "tokyo-15", "berlin-first-ten-free"])
+        let day = plans[1]
+        #expect(day.billing == .started && day.pauseRate == 50)
+        #expect(day.maxPauseSeconds == 1800 && day.maxRideSeconds == 10800)
+    }
+
+    @Test(arguments: [
+        ("seoul-day", Int64(61), Int64(30), Int64(500 + 2 * 150 + 50)),
+        ("seoul-completed", 119, 0, 700),
+        ("tokyo-15", 0, 0, 0),
+        ("tokyo-15", 900, 0, 130),
+        ("tokyo-15", 901, 0, 260),
+        ("tokyo-15", 10 * 3600, 0, 1800),
+        ("berlin-first-ten-free", 600, 0, 100),
+        ("berlin-first-ten-free", 601, 0, 130),
+    ] as [(String, Int64, Int64, Int64)])
+    func fares(_ id: String, _ riding: Int64, _ paused: Int64, _ fare: Int64) throws {
+        let plan = try #require(try Self.load().first { $0.id == id })
+        #expect(FareEngine.fare(plan, riding: riding, paused: paused) == fare)
     }
 }
 

@@ -1,0 +1,164 @@
+import XCTest
+import CLibWebSockets
+@testable import RideCore
+@testable import RidePushServer
+import RideStore
+
+/// The tick hub's logic against a hand-advanced clock: the schedule of the one shared timer
+/// and the registry's per-tick work (one encode per ride, auto-ends, warnings). No sleeps.
+final class TickHubTests: XCTestCase {
+    let t0: UnixMillis = 1_764_430_000_250  // a quarter second past a whole second
+    let pre = Int(clws_pre())
+
+    func registry(_ clock: ManualClock, plans: [FarePlan] = [.standard]) throws -> RideRegistry {
+        try RideRegistry(store: MemoryStore(), plans: plans, shards: 2, clock: clock, metrics: Metrics())
+    }
+
+    func json(_ frame: [UInt8]) -> String { String(decoding: frame[pre...], as: UTF8.self) }
+
+    func testScheduleFiresOncePerWholeSecondAdvanced() {
+        let clock = ManualClock(t0)
+        var s = TickSchedule(now: clock.now())
+        XCTAssertEqual(s.delay(now: clock.now()), 750_000)
+        XCTAssertNil(s.fire(now: clock.now()), "nothing before the first whole second")
+        clock.advance(millis: 750)
+        var fired: [(Int64, UnixMillis)] = []
+        for _ in 0..<5 {
+            if let t = s.fire(now: clock.now()) { fired.append(t) }
+            XCTAssertNil(s.fire(now: clock.now()), "never twice for one second")
+            clock.advance(seconds: 1)
+        }
+        XCTAssertEqual(fired.map(\.0), [1, 2, 3, 4, 5])
+        XCTAssertEqual(fired.map(\.1), (1...5).map { 1_764_430_000_000 + Int64($0) * 1000 })
+    }
+
+    func testLateTimerSkipsToTheCurrentSecondWithoutABurst() {
+        let clock = ManualClock(1_764_430_000_000)
+        var s = TickSchedule(now: clock.now())
+        clock.advance(seconds: 1)
+        XCTAssertEqual(s.fire(now: clock.now())?.at, 1_764_430_001_000)
+        clock.advance(millis: 3_400)  // the process stalled for three seconds
+        let t = s.fire(now: clock.now())
+        XCTAssertEqual(t?.seq, 2)
+        XCTAssertEqual(t?.at, 1_764_430_004_000)
+        XCTAssertNil(s.fire(now: clock.now()))
+        XCTAssertEqual(s.delay(now: clock.now()), 600_000)
+    }
+
+    func testOneEncodedTickPerRidePerSecondWithExactFigures() throws {
+        let clock = ManualClock(t0)
+        let reg = try registry(clock)
+        _ = reg.start(id: nil, rideID: "r-a", planID: nil, limit: nil, owner: nil, scope: "")
+        _ = reg.start(id: nil, rideID: "r-b", planID: nil, limit: nil, owner: nil, scope: "")
+        var sched = TickSchedule(now: clock.now())
+        clock.advance(millis: 750)
+        var elapsed: [Int64] = []
+        for _ in 0..<61 {
+            let (seq, at) = try XCTUnwrap(sched.fire(now: clock.now()))
+            let (batch, pushes) = reg.tick(seq: seq, at: at)
+            XCTAssertTrue(pushes.isEmpty)
+            XCTAssertEqual(batch.rides.map(\.live.id).sorted(), ["r-a", "r-b"])
+            XCTAssertEqual(batch.seq, seq)
+            XCTAssertEqual(batch.at, at)
+            let a = try XCTUnwrap(batch.rides.first { $0.live.id == "r-a" })
+            XCTAssertEqual(Array(a.frame[..<pre]), Array(repeating: 0, count: pre), "LWS_PRE room in front")
+            let doc = try JSON.parse(Array(a.frame[pre...]))
+            XCTAssertEqual(doc["seq"]?.int, seq)
+            XCTAssertEqual(doc["at"]?.int, at)
+            elapsed.append(doc["elapsed"]!.int!)
+            clock.advance(seconds: 1)
+        }
+        // Started a quarter second before the first whole second: elapsed 0 at 0.75 s, then +1 a second.
+        XCTAssertEqual(elapsed, Array(0...60))
+        let last = try XCTUnwrap(reg.tick(seq: 99, at: 1_764_430_060_000).0.rides.first { $0.live.id == "r-a" })
+        XCTAssertEqual(json(last.frame),
+                       #"{"type":"tick","ride":"r-a","state":"riding","elapsed":59,"paused":0,"fare":500,"currency":"KRW","seq":99,"at":1764430060000}"#)
+        let next = try XCTUnwrap(reg.tick(seq: 100, at: 1_764_430_061_000).0.rides.first { $0.live.id == "r-a" })
+        XCTAssertEqual(json(next.frame),
+                       #"{"type":"tick","ride":"r-a","state":"riding","elapsed":60,"paused":0,"fare":680,"currency":"KRW","seq":100,"at":1764430061000}"#)
+    }
+
+    func testPausedRideTicksFrozenAndEndedRideStopsTicking() throws {
+        let clock = ManualClock(1_764_430_000_000)
+        let reg = try registry(clock)
+        _ = reg.start(id: nil, rideID: "r-p", planID: nil, limit: nil, owner: nil, scope: "")
+        clock.advance(seconds: 90)
+        let paused = reg.control(.pause, rideID: "r-p", metres: nil, id: "p", scope: "") { _ in nil }
+        XCTAssertNotNil(paused.push)
+        clock.advance(seconds: 30)
+        let (batch, _) = reg.tick(seq: 1, at: clock.now())
+        let doc = try JSON.parse(Array(batch.rides[0].frame[pre...]))
+        XCTAssertEqual(doc["state"]?.string, "paused")
+        XCTAssertEqual(doc["elapsed"]?.int, 90)
+        XCTAssertEqual(doc["paused"]?.int, 30)
+        XCTAssertEqual(doc["fare"]?.int, 680)
+        _ = reg.control(.end, rideID: "r-p", metres: nil, id: nil, scope: "") { _ in nil }
+        XCTAssertTrue(reg.tick(seq: 2, at: clock.now() + 1000).0.rides.isEmpty)
+        XCTAssertEqual(reg.counts.ended, 1)
+    }
+
+    func testTimeLimitWarnsAtFiveAndOneMinuteAndEndsAtTheLimit() throws {
+        let clock = ManualClock(1_764_430_000_000)
+        let reg = try registry(clock)
+        _ = reg.start(id: nil, rideID: "r-l", planID: nil, limit: 600, owner: nil, scope: "")
+        var warnings: [(Int64, Int64)] = []  // (second, remaining)
+        var endedAt: UnixMillis?
+        for second in 1...601 {
+            clock.set(1_764_430_000_000 + Int64(second) * 1000)
+            let (batch, pushes) = reg.tick(seq: Int64(second), at: clock.now())
+            for (_, frame) in pushes {
+                let m = try JSON.parse(Array(frame[pre...]))
+                if m["type"]?.string == "warning" { warnings.append((Int64(second), m["remaining"]!.int!)) }
+                if m["type"]?.string == "state" {
+                    XCTAssertEqual(m["state"]?.string, "ended")
+                    XCTAssertEqual(m["receipt"]?["reason"]?.string, "time_limit")
+                    XCTAssertEqual(m["receipt"]?["elapsed"]?.int, 600)
+                    XCTAssertEqual(m["receipt"]?["fare"]?.int, 500 + 10 * 180)
+                    endedAt = m["ended_at"]?.int
+                }
+            }
+            if endedAt == nil {
+                let t = try JSON.parse(Array(batch.rides[0].frame[pre...]))
+                XCTAssertEqual(t["remaining"]?.int, Int64(600 - second))
+            }
+        }
+        XCTAssertEqual(warnings.map(\.0), [300, 540])
+        XCTAssertEqual(warnings.map(\.1), [300, 60])
+        XCTAssertEqual(endedAt, 1_764_430_600_000, "ended at the limit instant, not when noticed")
+    }
+
+    func testMaximumPauseEndsTheRideByItself() throws {
+        let clock = ManualClock(1_764_430_000_000)
+        var plan = FarePlan.standard
+        plan.maxPauseSeconds = 120
+        let reg = try registry(clock, plans: [plan])
+        _ = reg.start(id: nil, rideID: "r-mp", planID: nil, limit: nil, owner: nil, scope: "")
+        clock.advance(seconds: 61)
+        _ = reg.control(.pause, rideID: "r-mp", metres: nil, id: nil, scope: "") { _ in nil }
+        clock.advance(seconds: 119)
+        XCTAssertTrue(reg.tick(seq: 1, at: clock.now()).1.isEmpty)
+        clock.advance(seconds: 2)
+        let pushes = reg.tick(seq: 2, at: clock.now()).1
+        let m = try JSON.parse(Array(try XCTUnwrap(pushes.first).1[pre...]))
+        XCTAssertEqual(m["receipt"]?["reason"]?.string, "pause_limit")
+        XCTAssertEqual(m["receipt"]?["paused"]?.int, 120)
+        XCTAssertEqual(m["receipt"]?["elapsed"]?.int, 61)
+        XCTAssertEqual(m["ended_at"]?.int, 1_764_430_000_000 + 181_000)
+    }
+
+    func testRetriedControlIsAnsweredWithTheSameReplyAndAppliedOnce() throws {
+        let clock = ManualClock(1_764_430_000_000)
+        let reg = try registry(clock)
+        let first = reg.start(id: "q1", rideID: nil, planID: nil, limit: nil, owner: nil, scope: "")
+        clock.advance(seconds: 5)
+        let again = reg.start(id: "q1", rideID: nil, planID: nil, limit: nil, owner: nil, scope: "")
+        XCTAssertEqual(first.reply, again.reply)
+        XCTAssertEqual(reg.counts.riding, 1)
+        let rid = try JSON.parse(Array(first.reply[pre...]))["ride"]!.string!
+        let end1 = reg.control(.end, rideID: rid, metres: nil, id: "e1", scope: "") { _ in nil }
+        clock.advance(seconds: 5)
+        let end2 = reg.control(.end, rideID: rid, metres: nil, id: "e1", scope: "") { _ in nil }
+        XCTAssertEqual(end1.reply, end2.reply)
+        XCTAssertNil(end2.push, "a replayed reply changes nothing and pushes nothing")
+    }
+}
