@@ -147,14 +147,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         return w.bytes
     }
 
+    /// The loaded plans as a GBFS `system_pricing_plans.json` document.
     func plansDocument() -> [UInt8] {
-        var w = JSONWriter()
-        w.beginObject()
-        w.key("plans")
-        w.beginArray()
-        for p in registry.plans.values.sorted(by: { $0.id < $1.id }) { ServerMessages.planSummary(&w, p) }
-        w.endArray()
-        w.endObject()
-        return w.bytes
+        GBFSPlans.document(config.plans, lastUpdated: clock.now() / 1000)
     }
 }

@@ -77,7 +77,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         }
         if let path = opt("--plans", "RIDEPUSH_PLANS") {
             guard let data = FileManager.default.contents(atPath: path) else { throw ServerError("--plans \(path): cannot read the file") }
-            do { c.plans = try GBFSPlans.parse(Array(data)) } catch { throw ServerError("--plans \(path): \(error)") }
+            do { c.plans = try GBFSPlans.load(Array(data)) } catch { throw ServerError("--plans \(path): \(error)") }
         }
         let authMode = opt("--auth", "RIDEPUSH_AUTH") ?? "jwt"
         var printToken: String?
