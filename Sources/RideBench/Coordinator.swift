@@ -95,7 +95,9 @@ final class Coordinator {
         }
         print(summary.json.text)
         fflush(nil)
-        return reports.count == procs ? 0 : 1
+        // Non-zero when a worker was lost or nothing connected: scripts must not record
+        // an empty run as a benchmark.
+        return reports.count == procs && summary.connected > 0 ? 0 : 1
     }
 
     private func fail(_ message: String) -> Int32 {
