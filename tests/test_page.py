@@ -66,17 +66,23 @@ def click(drv, el_id):
 
 
 def watch_advance(drv, steps, timeout=None):
-    """Wait until data-seconds has changed `steps` times; return the values seen in order.
-    Polls every 100 ms, so a 1 s tick is never missed on an idle machine."""
-    seen = [B.seconds(drv)]
-
-    def advanced(d):
-        v = B.seconds(d)
-        if v != seen[-1]:
-            seen.append(v)
-        return len(seen) > steps
-    B.wait(drv, advanced, timeout or steps + 5, "elapsed did not advance %d times: %r" % (steps, seen))
-    return seen
+    """Wait until the shown elapsed (data-seconds) has changed `steps` times; return the
+    values in order. A MutationObserver in the page records every render, so a slow
+    WebDriver round trip on a loaded machine cannot hide or merge ticks."""
+    drv.execute_script("""
+        const el = document.getElementById('elapsed');
+        window.__seen = [el.dataset.seconds];
+        if (!window.__seenObs) {
+          window.__seenObs = new MutationObserver(() => {
+            const v = el.dataset.seconds;
+            if (window.__seen[window.__seen.length - 1] !== v) window.__seen.push(v);
+          });
+          window.__seenObs.observe(el, {attributes: true, attributeFilter: ['data-seconds']});
+        }""")
+    get = lambda d: [int(v) for v in d.execute_script("return window.__seen") if v not in (None, "")]  # noqa: E731
+    B.wait(drv, lambda d: len(get(d)) > steps, timeout or steps + 5,
+           "elapsed did not advance %d times: %r" % (steps, get(drv)))
+    return get(drv)
 
 
 def assert_second_by_second(seen):
@@ -390,6 +396,24 @@ def test_token_is_kept_in_socket_and_links(server, browsers):
     frames = [json.loads(x) for x in d.execute_script("return window.__sent")]
     assert frames[0]["type"] == "subscribe" and frames[0]["ride"] == ride
     no_page_errors(d)
+
+
+def test_formats_through_intl(server, browsers):
+    """The page's formatting (i18n.js) in the real browser: hours only past 60 minutes,
+    money from minor units with the currency's own exponent, grouping from Intl."""
+    d = browsers(B.PHONE)
+    d.get(server.http + "/")
+    B.wait_enabled(d, "btn-start")
+    f = lambda js, *a: d.execute_script("return window.RP_I18N." + js, *a)  # noqa: E731
+    assert f("duration('ko', 192)") == "3분 12초"
+    assert f("duration('ko', 3599)") == "59분 59초"
+    assert f("duration('ko', 3725)") == "1시간 2분 5초"
+    assert f("duration('en', 3725)") == "1 h 2 min 5 s"
+    assert f("money('ko', 1040, 'KRW')") == "1,040원"
+    assert f("money('ko', 1234567, 'KRW')") == "1,234,567원"
+    assert f("money('en', 1040, 'KRW')") == "₩1,040"
+    assert f("money('en', 1234, 'USD')") == "$12.34"
+    assert f("money('ko', 200, 'USD')") == "US$2.00"
 
 
 def test_phone_layout_and_keyboard(server, browsers):
