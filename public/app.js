@@ -18,6 +18,20 @@
     return '/' + (qs ? '?' + qs : '');
   }
 
+  // A share link carries a watch-only token (scope "watch"); its holder gets no ride
+  // controls. This only shapes the UI: the server enforces what a token may do.
+  function tokenScope() {
+    if (!token) return null;
+    try {
+      const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      const claims = JSON.parse(atob(part + '==='.slice((part.length + 3) % 4)));
+      return typeof claims.scope === 'string' ? claims.scope : null;
+    } catch (e) {
+      return null;
+    }
+  }
+  const watchOnly = tokenScope() === 'watch';
+
   function wsUrl() {
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     return proto + '//' + location.host + '/ws' + (token ? '?token=' + encodeURIComponent(token) : '');
@@ -107,10 +121,18 @@
       try { m = JSON.parse(ev.data); } catch (e) { return; }
       handle(m);
     };
-    ws.onclose = () => {
+    ws.onclose = (ev) => {
       if (S.ws !== ws) return;
       S.ws = null;
       S.subscribed = false;
+      // 4401/4403: the token is missing, expired or not good for this ride. Retrying cannot
+      // fix that, so stop and say why instead of knocking every 5 s forever.
+      if (ev.code === 4401 || ev.code === 4403) {
+        const code = ev.code === 4401 ? 'unauthorized' : 'forbidden';
+        if (!S.error || S.error.code !== code) showError(code, ev.reason, S.ride);
+        setConn('stopped');
+        return;
+      }
       setConn('reconnecting');
       scheduleReconnect();
     };
@@ -299,11 +321,12 @@
 
   function renderMode() {
     const watching = !!(S.ride && S.cur && !S.notFound);
-    const renting = !S.ride || S.notFound;
+    const renting = (!S.ride || S.notFound) && !watchOnly;
     // While a watched ride is still loading neither panel shows; the top bar says "connecting".
     $('ride-dialog').hidden = !watching;
     $('start-panel').hidden = !renting;
     document.body.dataset.mode = watching ? 'ride' : (renting ? 'start' : 'loading');
+    document.body.dataset.role = watchOnly ? 'watcher' : 'rider';
   }
 
   function renderNumbers() {
@@ -376,7 +399,7 @@
     box.hidden = !(ended && r);
     const controls = $('controls');
     const focusInControls = controls.contains(document.activeElement);
-    controls.hidden = ended;
+    controls.hidden = ended || watchOnly;
     if (ended && (focusInControls || S.refocus)) {
       S.refocus = false;
       (r ? $('btn-new') : $('ride-dialog')).focus();
@@ -438,6 +461,7 @@
     setDisabled('btn-end', !(online && idle && (st === 'riding' || st === 'paused')));
     $('btn-share').disabled = !(online && S.ride && S.cur);
     $('controls').setAttribute('aria-busy', S.busy ? 'true' : 'false');
+    if (watchOnly) $('controls').hidden = true;
     restoreFocus();
   }
 

@@ -398,6 +398,48 @@ def test_token_is_kept_in_socket_and_links(server, browsers):
     no_page_errors(d)
 
 
+def test_auth_share_link_is_watch_only(browsers):
+    """With tokens on: the rider's link (printed by the server) rents; the share link the
+    page copies carries a watch token, shows the live ride without controls; a link with
+    no token gets a readable "unauthorized" and the page stops retrying."""
+    s = Server(auth="jwt").start()
+    try:
+        urls = [m.group(0) for m in (re.search(r"https?://\S+[?&]token=\S+", l) for l in s.lines) if m]
+        assert urls, "server printed no page URL with a token:\n" + "\n".join(s.lines)
+        a = browsers(B.DESKTOP)
+        a.get(urls[0])
+        click(a, "btn-start")
+        B.wait_state(a, "riding")
+        ride = B.text(a, "ride-id")
+        click(a, "btn-share")
+        B.wait(a, lambda d: B.attr(d, "share-url", "value"), 5, "no share link")
+        share = B.attr(a, "share-url", "value")
+        assert share.startswith(s.http + "/?ride=" + ride + "&token="), share
+
+        b = browsers(B.PHONE)
+        b.get(share)
+        B.wait_state(b, "riding")
+        watch_advance(b, 1)
+        assert not B.by_id(b, "controls").is_displayed()
+        assert not B.by_id(b, "start-panel").is_displayed()
+        B.screenshot(b, "auth-360-watcher")
+        click(a, "btn-end")
+        B.wait_state(b, "ended", 5)
+        B.wait(b, lambda d: B.by_id(d, "receipt").is_displayed(), 5)
+
+        c = browsers(B.PHONE)
+        c.get(s.http + "/?ride=" + ride)
+        err = B.wait(c, lambda d: B.by_id(d, "error").is_displayed() and B.by_id(d, "error"), 10)
+        assert err.get_attribute("data-code") == "unauthorized"
+        assert "인증이 필요합니다" in err.text
+        B.wait_conn(c, "stopped", 5)
+        B.screenshot(c, "auth-360-no-token")
+        no_page_errors(a)
+        no_page_errors(b)
+    finally:
+        s.stop()
+
+
 def test_formats_through_intl(server, browsers):
     """The page's formatting (i18n.js) in the real browser: hours only past 60 minutes,
     money from minor units with the currency's own exponent, grouping from Intl."""
