@@ -29,7 +29,7 @@ BINARY=""
 SCRATCH=""
 ALLOW_SWIFT_RUNTIME=0
 # Keep in step with ARG RUNTIME_PACKAGES in deploy/Dockerfile (the Dockerfile passes it).
-RUNTIME_PACKAGES="libwebsockets17 libssl3 libsqlite3-0"
+RUNTIME_PACKAGES="libwebsockets17 libssl3 libsqlite3-0 libcap2"
 # In debian:bookworm-slim already (required-priority packages apt itself depends on).
 BASE_PACKAGES="libc6 libgcc-s1 libstdc++6"
 
@@ -89,7 +89,10 @@ ldd_out="$(ldd "$BINARY")"
 fail=0
 echo "shared libraries needed by ridepush:"
 for so in "${needed[@]}"; do
-  path="$(printf '%s\n' "$ldd_out" | awk -v so="$so" '$1 == so && $2 == "=>" { print $3 }')"
+  # "libx.so.1 => /path (0x…)", or for the dynamic loader itself "/lib64/ld-….so.2 (0x…)".
+  path="$(printf '%s\n' "$ldd_out" | awk -v so="$so" '
+    $1 == so && $2 == "=>" { print $3; exit }
+    substr($1, 1, 1) == "/" && substr($1, length($1) - length(so)) == "/" so { print $1; exit }')"
   if [ -z "$path" ] || [ "$path" = "not" ]; then
     echo "  $so: NOT FOUND"; fail=1; continue
   fi
