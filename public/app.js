@@ -200,10 +200,13 @@
         if (m.ride !== S.ride) return;
         if (p && p.kind === 'subscribe') S.subscribed = true;
         if (p && p.kind !== 'subscribe') clearError();
+        // A replayed reply (same id after a reconnect) or a tick encoded just before a
+        // transition can be older than what is shown; never step the numbers back.
+        if (isOlder(m)) { renderControls(); return; }
         applyState(m);
         return;
       case 'tick':
-        if (m.ride !== S.ride) return;
+        if (m.ride !== S.ride || isOlder(m)) return;
         applyNumbers(m);
         return;
       case 'warning':
@@ -224,6 +227,14 @@
     }
   }
 
+  // Messages carry the server's `at` (Unix ms of the figures). Older than the newest shown?
+  function isOlder(m) {
+    if (typeof m.at !== 'number') return false;
+    if (S.lastAt && m.at < S.lastAt) return true;
+    S.lastAt = m.at;
+    return false;
+  }
+
   function onError(m, p) {
     const kind = p ? p.kind : null;
     if (kind === 'share' && m.code === 'unknown_type') {
@@ -238,6 +249,11 @@
         S.cur = null;
         S.notFound = true;
         renderMode();
+      } else if (m.code === 'unavailable' || m.code === 'rate_limited') {
+        // Passing trouble: ask again in a couple of seconds (jittered).
+        setTimeout(() => {
+          if (!S.subscribeId && S.ws && S.ws.readyState === WebSocket.OPEN && !S.ended()) subscribe();
+        }, 1500 + Math.random() * 1500);
       }
     }
     showError(m.code, m.message, (p && p.msg.ride) || m.ride || S.ride);
