@@ -27,12 +27,17 @@ public struct Quote: Sendable, Equatable {
 
 /// The fare rules, all in one place. Pure integer arithmetic over whole seconds of riding and
 /// pause: the same numbers for a tick, a receipt and a quote.
+///
+/// Every product and sum saturates at Int64.min/max instead of trapping: the plan caps
+/// (amounts ≤ 1e11, counts ≤ 1e9) bound one segment's charge, but not a sum over many
+/// segments, and `GET /quote?seconds=` or a ride left running for decades can reach figures
+/// where `intervals × rate` passes Int64.max. A trap would take the whole server down.
 public enum FareEngine {
     /// The fare alone: the per-tick hot path, which must not allocate.
     public static func fare(_ plan: FarePlan, riding: Int64, paused: Int64, metres: Int64 = 0) -> Int64 {
         let time = cappedTimeFare(plan, riding: riding)
-        return finish(plan, riding: riding, subtotal: time.capped + pauseCharge(plan, paused).amount
-            + distanceCharge(plan, metres))
+        return finish(plan, riding: riding, subtotal: add(add(time.capped, pauseCharge(plan, paused).amount),
+                                                          distanceCharge(plan, metres)))
     }
 
     /// The fare with its receipt lines.
@@ -42,7 +47,7 @@ public enum FareEngine {
         for (i, seg) in plan.perMinute.enumerated() {
             let n = intervals(seg, at: riding, unit: 60, rule: plan.billing)
             lines.append(ReceiptLine(label: .riding, segment: many ? i : nil,
-                                     minutes: seg.interval > 0 ? n * seg.interval : nil, amount: n * seg.rate))
+                                     minutes: seg.interval > 0 ? mul(n, seg.interval) : nil, amount: mul(n, seg.rate)))
         }
         if plan.perMinute.isEmpty {
             lines.append(ReceiptLine(label: .riding, minutes: riding / 60, amount: 0))
@@ -51,24 +56,24 @@ public enum FareEngine {
         for (i, seg) in plan.perKm.enumerated() {
             let n = intervals(seg, at: metres, unit: 1000, rule: .started)
             lines.append(ReceiptLine(label: .distance, segment: manyKm ? i : nil,
-                                     km: seg.interval > 0 ? n * seg.interval : nil, amount: n * seg.rate))
+                                     km: seg.interval > 0 ? mul(n, seg.interval) : nil, amount: mul(n, seg.rate)))
         }
         let pause = pauseCharge(plan, paused)
         if paused > 0 || plan.pauseRate != 0 {
             lines.append(ReceiptLine(label: .pause, minutes: pause.minutes, amount: pause.amount))
         }
         let time = cappedTimeFare(plan, riding: riding)
-        let subtotal = time.capped + pause.amount + distanceCharge(plan, metres)
+        let subtotal = add(add(time.capped, pause.amount), distanceCharge(plan, metres))
         let total = finish(plan, riding: riding, subtotal: subtotal)
         // The lines above add up to `uncapped`; what the cap took off and what the zero floor
         // gave back get a line each, so the lines always add up to the total.
-        let uncapped = time.uncapped + pause.amount + distanceCharge(plan, metres)
+        let uncapped = add(add(time.uncapped, pause.amount), distanceCharge(plan, metres))
         let capped = overallCap(plan, riding: riding, subtotal: subtotal)
         if capped != uncapped {
-            lines.append(ReceiptLine(label: .cap, amount: capped - uncapped))
+            lines.append(ReceiptLine(label: .cap, amount: sub(capped, uncapped)))
         }
         if total != capped {
-            lines.append(ReceiptLine(label: .floor, amount: total - capped))
+            lines.append(ReceiptLine(label: .floor, amount: sub(total, capped)))
         }
         return Quote(total: total, currency: plan.currency, lines: lines)
     }
@@ -76,14 +81,15 @@ public enum FareEngine {
     /// How many intervals of a segment are billed after `at` units (seconds or metres);
     /// `unit` converts the segment's minutes or km into the same unit.
     static func intervals(_ seg: FareSegment, at: Int64, unit: Int64, rule: BillingRule) -> Int64 {
-        let start = seg.start * unit
+        let start = mul(seg.start, unit)
         guard at > start else { return 0 }
-        if let e = seg.end, start >= e * unit { return 0 }
-        let covered = min(at, (seg.end ?? Int64.max / unit) * unit) - start
+        let end = seg.end.map { mul($0, unit) } ?? Int64.max
+        if start >= end { return 0 }
+        let covered = sub(min(at, end), start)
         guard seg.interval > 0 else { return 1 }
-        let size = seg.interval * unit
+        let size = mul(seg.interval, unit)
         switch rule {
-        case .started: return (covered + size - 1) / size
+        case .started: return covered / size + (covered % size == 0 ? 0 : 1)  // ceil without `+ size - 1`
         case .completed: return covered / size
         }
     }
@@ -92,7 +98,7 @@ public enum FareEngine {
     static func timeFare(_ plan: FarePlan, riding: Int64) -> Int64 {
         var total = plan.price
         for seg in plan.perMinute {
-            total += intervals(seg, at: riding, unit: 60, rule: plan.billing) * seg.rate
+            total = add(total, mul(intervals(seg, at: riding, unit: 60, rule: plan.billing), seg.rate))
         }
         return total
     }
@@ -102,27 +108,27 @@ public enum FareEngine {
     static func cappedTimeFare(_ plan: FarePlan, riding: Int64) -> (capped: Int64, uncapped: Int64) {
         let uncapped = timeFare(plan, riding: riding)
         guard let cap = plan.cap, cap.duration > 0 else { return (uncapped, uncapped) }
-        let window = cap.duration * 60
+        let window = mul(cap.duration, 60)
         var capped: Int64 = 0
         var windowStart: Int64 = 0
         var before: Int64 = 0
         repeat {
-            let upTo = timeFare(plan, riding: min(riding, windowStart + window))
-            capped += min(cap.price, upTo - before)
+            let upTo = timeFare(plan, riding: min(riding, add(windowStart, window)))
+            capped = add(capped, min(cap.price, sub(upTo, before)))
             before = upTo
-            windowStart += window
+            windowStart = add(windowStart, window)
         } while windowStart < riding
         return (capped, uncapped)
     }
 
     static func pauseCharge(_ plan: FarePlan, _ paused: Int64) -> (minutes: Int64, amount: Int64) {
         let n = intervals(FareSegment(start: 0, rate: plan.pauseRate, interval: 1), at: paused, unit: 60, rule: plan.billing)
-        return (n, n * plan.pauseRate)
+        return (n, mul(n, plan.pauseRate))
     }
 
     static func distanceCharge(_ plan: FarePlan, _ metres: Int64) -> Int64 {
         var total: Int64 = 0
-        for seg in plan.perKm { total += intervals(seg, at: metres, unit: 1000, rule: .started) * seg.rate }
+        for seg in plan.perKm { total = add(total, mul(intervals(seg, at: metres, unit: 1000, rule: .started), seg.rate)) }
         return total
     }
 
@@ -137,7 +143,25 @@ public enum FareEngine {
     /// pause charges, which are not split into windows).
     static func overallCap(_ plan: FarePlan, riding: Int64, subtotal: Int64) -> Int64 {
         guard let cap = plan.cap, cap.duration > 0 else { return subtotal }
-        let windows = max(1, (riding + cap.duration * 60 - 1) / (cap.duration * 60))
-        return min(subtotal, windows * cap.price)
+        let window = mul(cap.duration, 60)
+        let windows = max(1, riding / window + (riding % window == 0 ? 0 : 1))
+        return min(subtotal, mul(windows, cap.price))
+    }
+
+    // Saturating arithmetic: an absurd figure bills Int64.max (or min), never traps.
+
+    @inline(__always) static func add(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, o) = a.addingReportingOverflow(b)
+        return o ? (b > 0 ? .max : .min) : r
+    }
+
+    @inline(__always) static func sub(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, o) = a.subtractingReportingOverflow(b)
+        return o ? (b < 0 ? .max : .min) : r
+    }
+
+    @inline(__always) static func mul(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, o) = a.multipliedReportingOverflow(by: b)
+        return o ? ((a < 0) != (b < 0) ? .min : .max) : r
     }
 }

@@ -150,12 +150,21 @@ struct FareTableTests {
 
     @Test("negative rate segments", arguments: [
         FareCase(plan: "first-ten-free", riding: t(0), fare: 100),
+        FareCase(plan: "first-ten-free", riding: t(0, 59), fare: 100),  // 0.30 - 0.30
+        FareCase(plan: "first-ten-free", riding: t(1), fare: 100),
+        FareCase(plan: "first-ten-free", riding: t(1, 1), fare: 100),
         FareCase(plan: "first-ten-free", riding: t(5), fare: 100),
         FareCase(plan: "first-ten-free", riding: t(10), fare: 100),
         FareCase(plan: "first-ten-free", riding: t(10, 1), fare: 130),
         FareCase(plan: "first-ten-free", riding: t(15), fare: 100 + 15 * 30 - 10 * 30),
+        FareCase(plan: "first-ten-free", riding: t(59, 59), fare: 100 + 60 * 30 - 10 * 30),  // 16.00
+        FareCase(plan: "first-ten-free", riding: t(60), fare: 100 + 60 * 30 - 10 * 30),
         FareCase(plan: "over-discounted", riding: t(0), fare: 50),
         FareCase(plan: "over-discounted", riding: t(0, 1), fare: 0),  // 0.50 - 2.00 → 0, not -1.50
+        FareCase(plan: "over-discounted", riding: t(0, 59), fare: 0),
+        FareCase(plan: "over-discounted", riding: t(1), fare: 0),
+        FareCase(plan: "over-discounted", riding: t(1, 1), fare: 0),
+        FareCase(plan: "over-discounted", riding: t(59, 59), fare: 0),
         FareCase(plan: "over-discounted", riding: t(60), fare: 0),
     ])
     func negative(_ c: FareCase) { check(c) }
@@ -293,5 +302,63 @@ struct ReceiptLineTests {
         let q = FareEngine.quote(cadCapped, riding: t(10), paused: 0)
         #expect(q.total == 800)
         #expect(!q.lines.contains { $0.label == .cap })
+    }
+}
+
+/// Figures past Int64: saturate, never trap (a trap in a tick or a quote takes the server down).
+struct FareOverflowTests {
+    /// Six per-minute segments and three per-km segments at the largest rate a plans file may
+    /// carry (1e11 minor units). One segment at the codec's largest `seconds` (1e9) bills
+    /// 16,666,667 × 1e11 ≈ 1.7e18; six of them pass Int64.max (9.2e18).
+    static let maxedText = """
+        {"data":{"plans":[{"plan_id":"maxed","currency":"KRW","price":100000000000,
+          "per_min_pricing":[
+            {"start":0,"rate":100000000000,"interval":1},{"start":0,"rate":100000000000,"interval":1},
+            {"start":0,"rate":100000000000,"interval":1},{"start":0,"rate":100000000000,"interval":1},
+            {"start":0,"rate":100000000000,"interval":1},{"start":0,"rate":100000000000,"interval":1}],
+          "per_km_pricing":[
+            {"start":0,"rate":100000000000,"interval":1},{"start":0,"rate":100000000000,"interval":1},
+            {"start":0,"rate":100000000000,"interval":1}]}]}}
+        """
+
+    @Test func planWithinTheFileCapsSaturatesAtTheCodecMaximum() throws {
+        let plan = try #require(try GBFSPlans.parse(Array(Self.maxedText.utf8)).first)
+        let most = ClientCodec.maxIntValue
+        #expect(FareEngine.fare(plan, riding: most, paused: most, metres: most) == Int64.max)
+        let q = FareEngine.quote(plan, riding: most, paused: most, metres: most)
+        #expect(q.total == Int64.max)
+        #expect(q.lines.filter { $0.label == .riding }.allSatisfy { $0.amount == 16_666_667 * 100_000_000_000 })
+        // A ride left running for a century: still no trap.
+        let century: Int64 = 100 * 366 * 86_400
+        #expect(FareEngine.fare(plan, riding: century, paused: 0) == Int64.max)
+    }
+
+    @Test func discountsSaturateDownAndTheFloorStillHolds() throws {
+        let text = Self.maxedText.replacing("\"rate\":100000000000", with: "\"rate\":-100000000000")
+        let plan = try #require(try GBFSPlans.parse(Array(text.utf8)).first)
+        let most = ClientCodec.maxIntValue
+        #expect(FareEngine.fare(plan, riding: most, paused: 0, metres: most) == 0)
+        #expect(FareEngine.quote(plan, riding: most, paused: 0, metres: most).total == 0)
+    }
+
+    /// `GET /quote?seconds=` reads any Int64: the default plan at Int64.max used to trap in
+    /// `covered + size - 1` (started) and `n × rate`.
+    @Test(arguments: [Int64.max, Int64.max - 1, Int64.max / 60 * 60, 1_000_000_000_000_000])
+    func absurdSecondsOnUncappedPlans(_ seconds: Int64) {
+        for plan in [FarePlan.standard, krwStarted, usdHalfHour, eurFirstTenFree] {
+            let fare = FareEngine.fare(plan, riding: seconds, paused: seconds)
+            #expect(fare >= 0)
+            #expect(FareEngine.quote(plan, riding: seconds, paused: seconds).total == fare)
+        }
+        #expect(FareEngine.fare(.standard, riding: Int64.max, paused: 0) == Int64.max)
+        #expect(FareEngine.fare(krwStarted, riding: 1_000_000_000_000_000, paused: 0)
+                == 500 + 16_666_666_666_667 * 180)
+    }
+
+    /// A capped plan at the codec maximum: one window per 12 hours, each at most the cap.
+    @Test func cappedPlanAtTheCodecMaximum() {
+        let most = ClientCodec.maxIntValue
+        let windows = (most + 43_199) / 43_200
+        #expect(FareEngine.fare(cadCapped, riding: most, paused: 0, metres: most) == windows * 1500)
     }
 }
