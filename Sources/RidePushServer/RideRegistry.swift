@@ -204,7 +204,10 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                     }
                 }
                 if let remaining = live.ride.remainingSeconds(at: at), live.ride.state == .riding {
-                    for threshold: Int64 in [300, 60] where remaining <= threshold && remaining > 0 && !live.warned.contains(threshold) {
+                    // The nearest threshold first: a ride that starts (or is first seen) with a
+                    // minute or less left gets the 1-minute warning alone, not a "5 minutes"
+                    // warning followed by the 1-minute one a second later.
+                    for threshold: Int64 in [60, 300] where remaining <= threshold && remaining > 0 && !live.warned.contains(threshold) {
                         live.warned.insert(threshold)
                         if threshold == 60 { live.warned.insert(300) }
                         pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))

@@ -127,6 +127,29 @@ final class TickHubTests: XCTestCase {
         XCTAssertEqual(endedAt, 1_764_430_600_000, "ended at the limit instant, not when noticed")
     }
 
+    /// A limit of a minute or less gets the 1-minute warning alone (it used to get a "5 minutes"
+    /// warning first and the 1-minute one a tick later); a limit between them gets both, once.
+    func testShortLimitsGetOnlyTheWarningsThatApply() throws {
+        for (limit, expected) in [(Int64(45), [(Int64(1), Int64(44))]), (200, [(1, 199), (140, 60)])] {
+            let clock = ManualClock(1_764_430_000_000)
+            let reg = try registry(clock)
+            _ = reg.start(id: nil, rideID: "r-w", planID: nil, limit: limit, owner: nil, scope: "")
+            var warnings: [(Int64, Int64)] = []
+            var ended = false
+            for second in 1...(limit + 1) {
+                clock.set(1_764_430_000_000 + second * 1000)
+                for (_, frame) in reg.tick(seq: second, at: clock.now()).1 {
+                    let m = try JSON.parse(Array(frame[pre...]))
+                    if m["type"]?.string == "warning" { warnings.append((second, m["remaining"]!.int!)) }
+                    if m["receipt"]?["reason"]?.string == "time_limit" { ended = true }
+                }
+            }
+            XCTAssertEqual(warnings.map(\.0), expected.map(\.0), "limit \(limit)")
+            XCTAssertEqual(warnings.map(\.1), expected.map(\.1), "limit \(limit)")
+            XCTAssertTrue(ended, "limit \(limit)")
+        }
+    }
+
     func testMaximumPauseEndsTheRideByItself() throws {
         let clock = ManualClock(1_764_430_000_000)
         var plan = FarePlan.standard
