@@ -33,7 +33,8 @@ extension Shard {
             return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
         case LWS_CALLBACK_WSI_DESTROY:
             httpBodies[wsi] = nil
-            pendingUpgrades[wsi] = nil
+            // Admitted by the filter but never established: give its address's place back.
+            if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
             return 0
         default:
             return lws_callback_http_dummy(wsi, reason, user, input, len)
@@ -102,6 +103,13 @@ extension Shard {
     /// Collects a message's fragments; a message over the frame limit is skipped to its end
     /// and answered with `too_large`, and the connection stays open.
     func receive(_ s: Session, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) {
+        // Once we decided to close (4401, 1008, 4008, 1001), nothing more is read into work.
+        guard s.closing == nil else { return }
+        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies {
+            // It keeps sending but does not read its replies: a slow consumer, not a queue to grow.
+            hub.metrics.add(hub.metrics.slowConsumerDisconnects)
+            return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
+        }
         if s.rx.count + len > hub.config.maxFrame {
             s.rxTooLarge = true
             s.rx.removeAll(keepingCapacity: false)
@@ -124,6 +132,16 @@ extension Shard {
 
     func reply(_ s: Session, _ e: ProtocolError) {
         s.enqueue(ServerMessages.error(e, prefix: pre))
+    }
+
+    /// Replies a client may leave unread before it is closed as a slow consumer.
+    static let maxQueuedReplies = 1024
+
+    /// Closes with `code` once what is queued is written, and in any case within 5 s, so a
+    /// peer that stops reading cannot hold a closing connection (and its queue) open.
+    func closeHard(_ s: Session, code: UInt16, reason: String) {
+        s.close(code: code, reason: reason)
+        lws_set_timeout(s.wsi, PENDING_TIMEOUT_CLOSE_SEND, 5)
     }
 
     // MARK: lws helpers

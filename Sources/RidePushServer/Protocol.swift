@@ -18,11 +18,15 @@ extension Shard {
         if hub.authRequired, s.access == nil {
             return refuse(s, ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: env.id))
         }
+        // A token is checked when it arrives; one that has expired since may not act any more.
+        if let exp = s.access?.claims.exp, exp <= hub.clock.now() / 1000 - TokenSigner.leeway {
+            return refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: env.id))
+        }
         if env.message.isControl, !withinRate(s) {
             hub.metrics.add(hub.metrics.rateLimited)
             reply(s, ProtocolError(.rateLimited, "more than \(hub.config.controlRate) control messages per second; slow down", id: env.id))
             s.strikes += 1
-            if s.strikes > hub.config.controlRate * 5 { s.close(code: 1008, reason: "flooding") }
+            if s.strikes > hub.config.controlRate * 5 { closeHard(s, code: 1008, reason: "flooding") }
             return
         }
         let scope = s.access?.rider ?? ""
@@ -101,13 +105,15 @@ extension Shard {
         return ServerMessages.state(ride: ride, plan: live.plan, at: hub.clock.now(), id: id, prefix: pre)
     }
 
-    /// Sliding one-second window of control messages per connection.
+    /// One-second windows of control messages per connection. Messages over the limit are
+    /// strikes; strikes are forgiven only after a window that stayed within the limit, so a
+    /// client that keeps sending even a little too fast is closed (1008) after `rate × 5` of them.
     func withinRate(_ s: Session) -> Bool {
         let now = monotonicMillis()
         if now - s.windowStart >= 1000 {
+            if s.windowCount <= hub.config.controlRate || now - s.windowStart >= 2000 { s.strikes = 0 }
             s.windowStart = now
             s.windowCount = 0
-            s.strikes = 0
         }
         s.windowCount += 1
         return s.windowCount <= hub.config.controlRate
@@ -131,7 +137,7 @@ extension Shard {
     func refuse(_ s: Session, _ e: ProtocolError) {
         hub.metrics.control("auth", "unauthorized")
         reply(s, e)
-        s.close(code: 4401, reason: "unauthorized")
+        closeHard(s, code: 4401, reason: "unauthorized")
     }
 
     func authenticatedMessage(id: String?, sub: String?, scope: String?) -> [UInt8] {
