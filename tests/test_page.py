@@ -2,10 +2,14 @@
 chromium-driver, driven by Selenium) against the real `ridepush serve`. Every wait is an
 explicit WebDriverWait with a bound; the page's numbers are read from stable ids and
 data-* attributes (data-seconds is the server's `elapsed`, never a client count)."""
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
 import signal
+import time
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
@@ -401,9 +405,14 @@ def test_auth_share_link_is_watch_only(browsers):
     """With tokens on: the rider's link (printed by the server) rents; the share link the
     page copies carries a watch token, shows the live ride without controls; a link with
     no token gets a readable "unauthorized" and the page stops retrying."""
-    s = Server(auth="jwt").start()
+    s = Server(auth="jwt", env={"RIDEPUSH_JWT_SECRET": ""}).start()  # no secret: the server makes one
     try:
-        urls = [m.group(0) for m in (re.search(r"https?://\S+[?&]token=\S+", l) for l in s.lines) if m]
+        # The URL line follows the 'serving' line; the output reader may lag a moment.
+        deadline = time.monotonic() + 5
+        urls = []
+        while not urls and time.monotonic() < deadline:
+            urls = [m.group(0) for m in (re.search(r"https?://\S+[?&]token=\S+", l) for l in list(s.lines)) if m]
+            time.sleep(0.05)
         assert urls, "server printed no page URL with a token:\n" + "\n".join(s.lines)
         a = browsers(B.DESKTOP)
         a.get(urls[0])
@@ -435,6 +444,61 @@ def test_auth_share_link_is_watch_only(browsers):
         B.screenshot(c, "auth-360-no-token")
         no_page_errors(a)
         no_page_errors(b)
+    finally:
+        s.stop()
+
+
+SECRET = "page-test-secret-0123456789-abcdefghijkl"  # >= 32 bytes
+
+
+def hs256(claims, secret=SECRET):
+    """A token as a deployment's own login service would mint it (RIDEPUSH_JWT_SECRET)."""
+    enc = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()  # noqa: E731
+    signing_input = enc(b'{"alg":"HS256","typ":"JWT"}') + "." + enc(json.dumps(claims).encode())
+    return signing_input + "." + enc(hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest())
+
+
+def test_auth_configured_secret_rider_token(browsers):
+    """With RIDEPUSH_JWT_SECRET set (as deployed): the page opened with a rider's control
+    token rents, pauses, resumes and returns; the ride belongs to that rider (another rider's
+    token is refused it); a page with a forged token is told "unauthorized" and stops."""
+    s = Server(auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
+    try:
+        now = int(time.time())
+        token = hs256({"sub": "rider-pat", "scope": "control", "exp": now + 3600, "iat": now})
+        assert not any("?token=" in l for l in s.lines), "a configured secret prints no token"
+        d = browsers(B.PHONE)
+        d.get(s.http + "/?token=" + token)
+        click(d, "btn-start")
+        B.wait_state(d, "riding")
+        ride = B.text(d, "ride-id")
+        assert d.current_url == "%s/?ride=%s&token=%s" % (s.http, ride, token)
+        watch_advance(d, 2)
+        click(d, "btn-pause")
+        B.wait_state(d, "paused")
+        click(d, "btn-resume")
+        B.wait_state(d, "riding")
+        # A reload (the watch link with the token) reattaches with controls.
+        d.refresh()
+        B.wait_state(d, "riding")
+        assert B.by_id(d, "controls").is_displayed()
+        with Client(s.ws + "?token=" + token) as me, \
+                Client(s.ws + "?token=" + hs256({"sub": "rider-sam", "scope": "control", "exp": now + 3600})) as other:
+            assert me.request({"type": "get", "ride": ride})["state"] == "riding"
+            assert other.request({"type": "end", "ride": ride})["code"] == "forbidden"
+            assert other.request({"type": "subscribe", "ride": ride})["code"] == "forbidden"
+        click(d, "btn-end")
+        B.wait_state(d, "ended")
+        B.wait(d, lambda d: B.by_id(d, "receipt").is_displayed(), 5, "no receipt")
+        assert B.text(d, "receipt-total") == "500원"
+        no_page_errors(d)
+
+        forged = hs256({"sub": "rider-pat", "scope": "control", "exp": now + 3600}, secret="x" * 40)
+        f = browsers(B.PHONE)
+        f.get("%s/?ride=%s&token=%s" % (s.http, ride, forged))
+        err = B.wait(f, lambda d: B.by_id(d, "error").is_displayed() and B.by_id(d, "error"), 10)
+        assert err.get_attribute("data-code") == "unauthorized"
+        B.wait_conn(f, "stopped", 5)
     finally:
         s.stop()
 
