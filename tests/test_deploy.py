@@ -263,14 +263,32 @@ def test_unit_has_what_the_issue_asks():
     assert ("Service", "AmbientCapabilities") not in s, "no capabilities for a high port"
     assert one("ExecStart").startswith("/usr/local/bin/ridepush serve")
     assert one("WantedBy", "Install") == "multi-user.target"
+    assert one("ExecStart").endswith(" $RIDEPUSH_SERVE_ARGS")
     # Everything else comes from the env file, which is written for this unit's paths.
-    env = dict(line.split("=", 1) for line in open(os.path.join(DEPLOY, "ridepush.env"))
-               if re.match(r"^[A-Z_]+=", line))
-    env = {k: v.strip() for k, v in env.items()}
+    env = env_file()
     assert env["RIDEPUSH_STORE"].startswith("/var/lib/ridepush/")
     assert env["RIDEPUSH_PUBLIC"] == "/usr/local/share/ridepush/public"
     assert env["RIDEPUSH_HOST"] == "127.0.0.1"
     assert "RIDEPUSH_JWT_SECRET" not in env
+
+
+def env_file():
+    return {k: v.strip() for k, v in (line.split("=", 1) for line in open(os.path.join(DEPLOY, "ridepush.env"))
+                                        if re.match(r"^[A-Z_]+=", line))}
+
+
+def test_env_file_is_accepted_by_the_server(tmp_path):
+    """The shipped settings start the real server: RIDEPUSH_SERVE_ARGS (spliced into
+    ExecStart) and every RIDEPUSH_* value except the machine paths, which point into tmp."""
+    env = env_file()
+    env.update(RIDEPUSH_STORE=str(tmp_path / "ridepush.db"), RIDEPUSH_PUBLIC=os.path.join(ROOT, "public"),
+               RIDEPUSH_JWT_SECRET="x" * 32)
+    args = env.pop("RIDEPUSH_SERVE_ARGS").split()
+    srv = rp.Server(*args, store=str(tmp_path / "ridepush.db"), auth=None, env=env)
+    with srv:
+        status, health, _ = srv.get("/healthz")
+        assert status == 200 and isinstance(health, dict)
+    assert srv.proc.returncode == 0, "\n".join(srv.lines[-20:])
 
 
 def test_server_runs_without_writable_executable_memory(tmp_path, monkeypatch):
@@ -518,9 +536,12 @@ http {
                 self.proc.kill()
                 self.proc.wait(5)
 
-    def get(self, path, port=None, headers=None, tls=True):
-        conn = (http.client.HTTPSConnection("127.0.0.1", port or self.https, context=self.ctx, timeout=5)
-                if tls else http.client.HTTPConnection("127.0.0.1", port or self.http, timeout=5))
+    def get(self, path, port=None, headers=None, tls=True, source=None):
+        src = (source, 0) if source else None
+        conn = (http.client.HTTPSConnection("127.0.0.1", port or self.https, context=self.ctx,
+                                            timeout=5, source_address=src)
+                if tls else http.client.HTTPConnection("127.0.0.1", port or self.http, timeout=5,
+                                                       source_address=src))
         try:
             conn.request("GET", path, headers=headers or {})
             r = conn.getresponse()
@@ -579,6 +600,15 @@ def test_nginx_forwards_upgrade_and_client_headers(tmp_path):
             assert h["host"] == host and h["x-forwarded-proto"] == "https"
             assert h["x-real-ip"] == "127.0.0.1"
             assert "upgrade" not in h and h.get("connection", "") == "", "page requests must not upgrade"
+
+            # /metrics only for allowed addresses: 127.0.0.2 is loopback too, but not allowed.
+            status, body, _ = ng.get("/metrics")
+            h = json.loads(body)["headers"]
+            assert status == 200 and h["x-forwarded-proto"] == "https" and h["host"] == host
+            status, _, _ = ng.get("/metrics", source="127.0.0.2")
+            assert status == 403
+            status, _, _ = ng.get("/healthz", source="127.0.0.2")
+            assert status == 200
     finally:
         upstream.shutdown()
         upstream.server_close()
@@ -586,55 +616,65 @@ def test_nginx_forwards_upgrade_and_client_headers(tmp_path):
 
 def test_wss_through_nginx_to_real_ridepush(tmp_path):
     with rp.Server(auth="none") as srv, Nginx(tmp_path, srv.port) as ng:
-        url = "wss://127.0.0.1:%d/ws" % ng.https
         try:
-            c = rp.Client(url, ssl=ng.ctx)
+            wss_through_nginx(srv, ng)
         except Exception as e:
-            raise AssertionError("wss through nginx failed: %r\nnginx: %s\nserver: %s" % (
-                e, ng.error_log(), "\n".join(srv.lines[-20:])))
-        with c:
-            assert c.ws.subprotocol == "ride.v1"
-            st = c.request({"type": "start", "id": "a", "ride": "r-1"})
-            assert st["type"] == "state" and st["ride"] == "r-1", st
-            st = c.request({"type": "subscribe", "id": "b", "ride": "r-1"})
-            assert st["type"] == "state" and st["ride"] == "r-1", st
+            # Both sides' logs, so a failure in CI says which hop broke. A /ws line with
+            # status 499 in the access log means nginx got the upgrade and was still waiting
+            # for RidePush's answer when the client gave up.
+            time.sleep(0.5)
+            access = ng.logs / "ridepush.access.log"
+            raise AssertionError("%r\n--- nginx ridepush.access.log:\n%s--- nginx error.log:\n%s\n--- ridepush:\n%s" % (
+                e, access.read_text() if access.exists() else "", ng.error_log(),
+                "\n".join(srv.lines[-30:]))) from e
 
-            def tick():
-                return c.wait_for(lambda m: m.get("type") == "tick" and m.get("ride") == "r-1", timeout=3)
-            t1, t2, t3 = tick(), tick(), tick()
-            assert t2["seq"] == t1["seq"] + 1 and t3["seq"] == t2["seq"] + 1, (t1, t2, t3)
-            assert t1["at"] < t2["at"] < t3["at"]
-            assert t3["state"] == "riding" and t3["fare"] == 500 and t3["currency"] == "KRW"
 
-        # The page and /healthz through the same TLS front.
-        status, body, headers = ng.get("/")
-        assert status == 200 and headers["Content-Type"].startswith("text/html"), (status, headers)
-        assert b"<html" in body.lower()
-        assert "max-age" in headers.get("Strict-Transport-Security", "")
-        status, body, headers = ng.get("/healthz")
-        assert status == 200 and "json" in headers["Content-Type"], (status, headers)
-        assert isinstance(json.loads(body), dict)
+def wss_through_nginx(srv, ng):
+    url = "wss://127.0.0.1:%d/ws" % ng.https
+    c = rp.Client(url, ssl=ng.ctx)
+    with c:
+        assert c.ws.subprotocol == "ride.v1"
+        st = c.request({"type": "start", "id": "a", "ride": "r-1"})
+        assert st["type"] == "state" and st["ride"] == "r-1", st
+        st = c.request({"type": "subscribe", "id": "b", "ride": "r-1"})
+        assert st["type"] == "state" and st["ride"] == "r-1", st
 
-        # Plain HTTP only redirects to https.
-        status, _, headers = ng.get("/", tls=False)
-        assert status == 301 and headers["Location"] == "https://127.0.0.1/"
+        def tick():
+            return c.wait_for(lambda m: m.get("type") == "tick" and m.get("ride") == "r-1", timeout=3)
+        t1, t2, t3 = tick(), tick(), tick()
+        assert t2["seq"] == t1["seq"] + 1 and t3["seq"] == t2["seq"] + 1, (t1, t2, t3)
+        assert t1["at"] < t2["at"] < t3["at"]
+        assert t3["state"] == "riding" and t3["fare"] == 500 and t3["currency"] == "KRW"
 
-        # A token in the query string never reaches the access log.
-        with rp.Client(url + "?token=SECRET-IN-QUERY", ssl=ng.ctx) as c2:
-            c2.request({"type": "subscribe", "ride": "r-1"})
-        log = ng.logs / "ridepush.access.log"
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and log.read_text().count("/ws") < 2:
-            time.sleep(0.05)
-        text = log.read_text()
-        assert text.count("GET /ws HTTP/1.1\" 101") == 2, text
-        assert "SECRET-IN-QUERY" not in text
+    # The page and /healthz through the same TLS front.
+    status, body, headers = ng.get("/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html"), (status, headers)
+    assert b"<html" in body.lower()
+    assert "max-age" in headers.get("Strict-Transport-Security", "")
+    status, body, headers = ng.get("/healthz")
+    assert status == 200 and "json" in headers["Content-Type"], (status, headers)
+    assert isinstance(json.loads(body), dict)
 
-        # Stopping RidePush (systemd's SIGTERM) reaches the rider through nginx as 1001.
-        c3 = rp.Client(url, ssl=ng.ctx)
-        c3.request({"type": "subscribe", "ride": "r-1"})
-        assert srv.stop() == 0, "\n".join(srv.lines[-20:])
-        with pytest.raises(ConnectionClosed) as closed:
-            for _ in range(20):   # drain ticks already in flight; each wait is bounded
-                c3.recv(timeout=3)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001, closed.value
+    # Plain HTTP only redirects to https.
+    status, _, headers = ng.get("/", tls=False)
+    assert status == 301 and headers["Location"] == "https://127.0.0.1/"
+
+    # A token in the query string never reaches the access log.
+    with rp.Client(url + "?token=SECRET-IN-QUERY", ssl=ng.ctx) as c2:
+        c2.request({"type": "subscribe", "ride": "r-1"})
+    log = ng.logs / "ridepush.access.log"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and log.read_text().count("/ws") < 2:
+        time.sleep(0.05)
+    text = log.read_text()
+    assert text.count("GET /ws HTTP/1.1\" 101") == 2, text
+    assert "SECRET-IN-QUERY" not in text
+
+    # Stopping RidePush (systemd's SIGTERM) reaches the rider through nginx as 1001.
+    c3 = rp.Client(url, ssl=ng.ctx)
+    c3.request({"type": "subscribe", "ride": "r-1"})
+    assert srv.stop() == 0, "\n".join(srv.lines[-20:])
+    with pytest.raises(ConnectionClosed) as closed:
+        for _ in range(20):   # drain ticks already in flight; each wait is bounded
+            c3.recv(timeout=3)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001, closed.value
