@@ -22,8 +22,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
-    let keepalivePolicy: UnsafeMutablePointer<lws_retry_bo_t>
     let securityHeaders: UnsafeMutablePointer<lws_protocol_vhost_options>
+    /// All zero: turns off lws's per-connection validity timers. Keepalive is ours
+    /// (Shard.sweepKeepalive); lws's timers re-insert into a sorted list on every pong and
+    /// every new connection, O(connections) each.
+    let noValidityTimers: UnsafeMutablePointer<lws_retry_bo_t>
     let vhostName = strdup("ridepush")!
 
     public var port: Int { listener.port }
@@ -45,16 +48,15 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         protocols[0].name = UnsafePointer(strdup("ride.v1"))
         protocols[0].callback = rideProtocolCallback
         protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
-        protocols[0].rx_buffer_size = 4096
+        protocols[0].rx_buffer_size = 256  // bytes lws holds per connection; longer messages arrive in pieces
         protocols[1] = lws_protocols()
         protocols[1].name = UnsafePointer(strdup("ridepush-accept"))
         protocols[1].callback = acceptCallback
         protocols[2] = lws_protocols()
 
-        keepalivePolicy = .allocate(capacity: 1)
-        keepalivePolicy.initialize(to: lws_retry_bo_t())
-        keepalivePolicy.pointee.secs_since_valid_ping = UInt16(max(1, config.keepalive / 2))
-        keepalivePolicy.pointee.secs_since_valid_hangup = UInt16(max(2, config.keepalive))
+
+        noValidityTimers = .allocate(capacity: 1)
+        noValidityTimers.initialize(to: lws_retry_bo_t())
 
         // Sent with every HTTP response: the page may run only its own scripts and talk only to
         // its own origin (which includes its WebSocket).

@@ -26,11 +26,17 @@ final class Session {
     var windowStart: Int64 = 0
     var windowCount = 0
     var strikes = 0
+    /// Keepalive (monotonic ms): when the peer last sent anything, and whether our ping is
+    /// waiting to be written or answered.
+    var lastHeard: Int64
+    var pingDue = false
+    var pingSent = false
 
     init(wsi: OpaquePointer, peer: String, now: Int64) {
         self.wsi = wsi
         self.peer = peer
         drainedAt = now
+        lastHeard = coarseMillis()
     }
 
     var hasOutbox: Bool { outboxHead < outbox.count }
@@ -44,7 +50,7 @@ final class Session {
         let f = outbox[outboxHead]
         outboxHead += 1
         if outboxHead == outbox.count {
-            outbox.removeAll(keepingCapacity: true)
+            outbox.removeAll(keepingCapacity: false)  // most sessions go quiet: hold no buffer
             outboxHead = 0
         }
         return f
@@ -64,7 +70,9 @@ final class Session {
 /// A session watching a ride. Lives in the session's list and in its ride's shard slot.
 final class Subscription {
     let live: LiveRide
-    unowned let session: Session
+    /// Unowned(unsafe): the session removes its subscriptions when it closes, and this is read
+    /// for every subscriber on every tick.
+    unowned(unsafe) let session: Session
     /// This ride's latest tick is waiting to be written (the frame itself is the slot's).
     var pending = false
 

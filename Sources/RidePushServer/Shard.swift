@@ -16,7 +16,8 @@ enum ShardEvent {
 /// work over through `mailbox` and `lws_cancel_service`.
 final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other field is service-thread only
     let index: Int
-    unowned let hub: Hub
+    /// The hub outlives its shards (it destroys them); read on every callback, so no refcounting.
+    unowned(unsafe) let hub: Hub
     private(set) var context: OpaquePointer!
     private(set) var vhost: OpaquePointer!
     private let mailbox = Mutex<[ShardEvent]>([])
@@ -58,7 +59,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
             | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
         info.timeout_secs = UInt32(config.handshakeTimeout)
-        info.retry_and_idle_policy = UnsafePointer(hub.keepalivePolicy)
+        info.retry_and_idle_policy = UnsafePointer(hub.noValidityTimers)
         info.headers = UnsafePointer(hub.securityHeaders)
         info.vhost_name = UnsafePointer(hub.vhostName)
         if let cert = config.tlsCert, let key = config.tlsKey {
@@ -148,6 +149,31 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         }
         if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
         hub.metrics.fanout.observe(Double(monotonicMicros() - started) / 1000)
+        sweepKeepalive()
+    }
+
+    /// Once a second: ping peers quiet for half the keepalive, drop those quiet for all of it.
+    /// Done here rather than with lws's per-connection validity timers, whose sorted-list
+    /// insert on every pong costs O(connections) each (a quarter of the CPU at 19,000).
+    func sweepKeepalive() {
+        let now = coarseMillis()
+        let full = Int64(hub.config.keepalive) * 1000
+        for s in sessions.values {
+            let idle = now - s.lastHeard
+            if idle >= full {
+                lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            } else if idle >= full / 2, !s.pingSent {
+                s.pingSent = true
+                s.pingDue = true
+                lws_callback_on_writable(s.wsi)
+            }
+        }
+    }
+
+    /// The peer sent something (a message or a pong): it is alive.
+    func heard(_ s: Session) {
+        s.lastHeard = coarseMillis()
+        s.pingSent = false
     }
 
     func push(_ live: LiveRide, _ frame: [UInt8], except: ObjectIdentifier?) {
@@ -168,7 +194,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
 
     /// Writes one message (lws allows one write per WRITEABLE callback). Returns -1 to close.
     func writable(_ s: Session) -> Int32 {
-        if s.hasOutbox {
+        if s.pingDue {
+            s.pingDue = false
+            var ping = [UInt8](repeating: 0, count: pre)
+            let n = ping.withUnsafeMutableBufferPointer { lws_write(s.wsi, $0.baseAddress! + pre, 0, LWS_WRITE_PING) }
+            if n < 0 { return -1 }
+        } else if s.hasOutbox {
             var f = s.popOutbox()
             if write(s.wsi, &f) < 0 { return -1 }
         } else if s.pendingTicks > 0, let sub = s.subscriptions.first(where: { $0.pending }) {
@@ -182,7 +213,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             lws_close_reason(s.wsi, lws_close_status(rawValue: UInt32(c.code)), &reason, reason.count)
             return -1
         }
-        if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil {
+        if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue {
             lws_callback_on_writable(s.wsi)
         } else {
             s.drainedAt = hub.clock.now()
@@ -276,3 +307,10 @@ func monotonicMicros() -> Int64 {
 }
 
 func monotonicMillis() -> Int64 { monotonicMicros() / 1000 }
+
+/// A monotonic clock good to a few milliseconds, read without a system call.
+func coarseMillis() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+}
