@@ -70,9 +70,12 @@ def have_binary():
 
 
 def binary_or_stub(tmp_path):
-    """The real binary when built; install/unit checks only need an executable file."""
+    """A private copy of the real binary when built (so a rebuild during the test cannot
+    change it under us), else a stub: install/unit checks only need an executable file."""
     if have_binary():
-        return os.path.abspath(rp.BIN)
+        copy = tmp_path / "ridepush-under-test"
+        shutil.copy2(rp.BIN, copy)
+        return str(copy)
     stub = tmp_path / "ridepush-stub"
     stub.write_text("#!/bin/sh\necho stub\n")
     stub.chmod(0o755)
@@ -418,7 +421,9 @@ def test_build_stage_script_stages_and_checks_libraries(tmp_path):
     debug binary and check its shared libraries against the runtime package list."""
     out = tmp_path / "staging"
     pkgs = " ".join(runtime_packages())
-    r = run(["bash", BUILD_STAGE, "--binary", rp.BIN, "--out", str(out),
+    binary = tmp_path / "ridepush-under-test"
+    shutil.copy2(rp.BIN, binary)
+    r = run(["bash", BUILD_STAGE, "--binary", str(binary), "--out", str(out),
              "--allow-swift-runtime", "--runtime-packages", pkgs])
     assert r.returncode == 0, r.stdout + r.stderr
     staged = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
@@ -431,7 +436,7 @@ def test_build_stage_script_stages_and_checks_libraries(tmp_path):
     assert "ld-linux-x86-64.so.2: libc6" in r.stdout or "x86_64" not in os.uname().machine
 
     # Without libwebsockets17 in the list, the build stage must fail.
-    r = run(["bash", BUILD_STAGE, "--binary", rp.BIN, "--out", str(tmp_path / "s2"),
+    r = run(["bash", BUILD_STAGE, "--binary", str(binary), "--out", str(tmp_path / "s2"),
              "--allow-swift-runtime", "--runtime-packages", "libssl3 libsqlite3-0"])
     assert r.returncode == 1 and "NOT in the runtime package list" in r.stdout
 
