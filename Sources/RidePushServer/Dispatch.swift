@@ -50,7 +50,10 @@ extension Shard {
     /// A token (query `token=` or `Authorization: Bearer`) is kept for ESTABLISHED, where a bad
     /// one can be answered with an `unauthorized` error and close code 4401.
     func filterUpgrade(_ wsi: OpaquePointer) -> Int32 {
-        let path = header(wsi, WSI_TOKEN_GET_URI) ?? ""
+        // HTTP/1.1 upgrades carry the path as GET; WebSockets over HTTP/2 (RFC 8441, what
+        // Chromium uses on an https page) arrive as CONNECT with it in `:path`.
+        var path = header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HTTP_COLON_PATH) ?? ""
+        if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
         guard path == "/ws" else { return 1 }
         if !hub.config.allowedOrigins.isEmpty, let origin = header(wsi, WSI_TOKEN_ORIGIN),
            !hub.config.allowedOrigins.contains(origin) {

@@ -74,8 +74,16 @@ extension Shard {
         }
         let ext = parts.last.flatMap { $0.split(separator: ".").last.map(String.init) } ?? ""
         let mime = Shard.mimeTypes[ext.lowercased()] ?? "application/octet-stream"
-        let extra = "cache-control: no-cache\r\n"
-        let n = lws_serve_http_file(wsi, file, mime, extra, Int32(extra.utf8.count))
+        // Extra headers made by lws itself: over HTTP/2 (https with ALPN h2, what browsers
+        // use) they must be HPACK-encoded, and a raw "name: value\r\n" string breaks the stream.
+        var extra = [UInt8](repeating: 0, count: 128)
+        let n = extra.withUnsafeMutableBufferPointer { b -> Int32 in
+            let start = b.baseAddress!
+            var p: UnsafeMutablePointer<UInt8>? = start
+            if lws_add_http_header_by_name(wsi, "cache-control:", "no-cache", 8, &p, start + b.count) != 0 { return -1 }
+            return lws_serve_http_file(wsi, file, mime, UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self),
+                                       Int32(p! - start))
+        }
         if n < 0 { return -1 }
         if n > 0, lws_http_transaction_completed(wsi) != 0 { return -1 }
         return 0
