@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
+import warnings
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -634,9 +634,21 @@ def test_wss_through_nginx_to_real_ridepush(tmp_path):
                 "\n".join(srv.lines[-30:]))) from e
 
 
+def connect_wss(url, ng):
+    """rp.Client through nginx, with one retry of a handshake that timed out. Under heavy
+    CPU load (two busy loops on this 2-core machine) about 1 run in 10 saw a TLS handshake
+    complete in nginx's debug log and then no HTTP request on that connection for 5 s:
+    RidePush never saw the request. A second timeout still fails the test."""
+    try:
+        return rp.Client(url, ssl=ng.ctx)
+    except TimeoutError as e:
+        warnings.warn("wss handshake through nginx timed out once (%r); retrying" % e)
+        return rp.Client(url, ssl=ng.ctx)
+
+
 def wss_through_nginx(srv, ng):
     url = "wss://127.0.0.1:%d/ws" % ng.https
-    c = rp.Client(url, ssl=ng.ctx)
+    c = connect_wss(url, ng)
     with c:
         assert c.ws.subprotocol == "ride.v1"
         st = c.request({"type": "start", "id": "a", "ride": "r-1"})
@@ -665,7 +677,7 @@ def wss_through_nginx(srv, ng):
     assert status == 301 and headers["Location"] == "https://127.0.0.1/"
 
     # A token in the query string never reaches the access log.
-    with rp.Client(url + "?token=SECRET-IN-QUERY", ssl=ng.ctx) as c2:
+    with connect_wss(url + "?token=SECRET-IN-QUERY", ng) as c2:
         c2.request({"type": "subscribe", "ride": "r-1"})
     log = ng.logs / "ridepush.access.log"
     deadline = time.monotonic() + 5
@@ -676,7 +688,7 @@ def wss_through_nginx(srv, ng):
     assert "SECRET-IN-QUERY" not in text
 
     # Stopping RidePush (systemd's SIGTERM) reaches the rider through nginx as 1001.
-    c3 = rp.Client(url, ssl=ng.ctx)
+    c3 = connect_wss(url, ng)
     c3.request({"type": "subscribe", "ride": "r-1"})
     assert srv.stop() == 0, "\n".join(srv.lines[-20:])
     with pytest.raises(ConnectionClosed) as closed:
