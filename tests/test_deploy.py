@@ -441,6 +441,22 @@ def test_build_stage_script_stages_and_checks_libraries(tmp_path):
     assert r.returncode == 1 and "NOT in the runtime package list" in r.stdout
 
 
+@pytest.mark.skipif(os.environ.get("RIDEPUSH_DEPLOY_RELEASE") != "1",
+                    reason="full release build of the image's build stage: set RIDEPUSH_DEPLOY_RELEASE=1")
+def test_build_stage_full_release_build(tmp_path):
+    """The build stage exactly as `docker build` runs it: a release build with the Swift
+    runtime linked statically, then the library check with no exemption for the toolchain.
+    Opt-in: it is a second, release, build of the whole package (about 30 s of compiling
+    on 2 idle cores, several minutes on a busy machine)."""
+    out = tmp_path / "staging"
+    r = run(["bash", BUILD_STAGE, "--out", str(out), "--scratch-path", str(tmp_path / "build")], timeout=1800)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "runtime dependency check passed" in r.stdout and "Swift toolchain" not in r.stdout
+    binary = out / "usr/local/bin/ridepush"
+    r = run([str(binary), "serve", "--help"])
+    assert r.returncode == 0 and "--jwt-secret-file" in r.stdout + r.stderr
+
+
 def test_healthcheck_script_against_real_server():
     with rp.Server(auth="none") as srv:
         r = run(["bash", HEALTHCHECK], timeout=10,
