@@ -49,6 +49,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         protocols[0].callback = rideProtocolCallback
         protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
         protocols[0].rx_buffer_size = 256  // bytes lws holds per connection; longer messages arrive in pieces
+        // Without this lws splits sends at the rx buffer size, and the tail of a 300-byte
+        // state reply waited for the client's delayed ACK (about 40 ms).
+        protocols[0].tx_packet_size = 16384
         protocols[1] = lws_protocols()
         protocols[1].name = UnsafePointer(strdup("ridepush-accept"))
         protocols[1].callback = acceptCallback

@@ -24,8 +24,21 @@ final class LiveRide: @unchecked Sendable {
 final class ShardSlot {
     var subscribers: [Subscription] = []
     /// This tick's message for the ride with LWS_PRE spare bytes in front, copied once per
-    /// tick from the hub's encode; every subscriber on the thread writes from it.
-    var frame: [UInt8] = []
+    /// tick from the hub's encode; every subscriber on the thread writes from it. Raw memory,
+    /// so a write per subscriber costs no exclusivity or uniqueness check.
+    private(set) var frame = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    private(set) var frameLength = 0
+
+    func setFrame(_ bytes: [UInt8]) {
+        if bytes.count > frame.count {
+            frame.deallocate()
+            frame = .allocate(byteCount: max(bytes.count, 256), alignment: 16)
+        }
+        bytes.withUnsafeBytes { frame.copyMemory(from: $0) }
+        frameLength = bytes.count
+    }
+
+    deinit { frame.deallocate() }
 }
 
 /// One tick's messages: the same `seq` and `at` for every ride and every thread.

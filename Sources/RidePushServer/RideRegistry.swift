@@ -239,9 +239,14 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
         id.map { ReplyRecord(key: ReplyKey(scope: scope, id: $0), bytes: Array(reply[pre...]), at: at) }
     }
 
-    /// The reply already sent for this request id, if it was applied before.
+    /// The reply already sent for this request id, if it was applied before. When the store
+    /// cannot tell, say so: answering as if never applied would give a misleading conflict.
     private func replayed(_ key: ReplyKey) -> Outcome? {
-        guard let bytes = try? store.reply(for: key) else { return nil }
+        let found: [UInt8]?
+        do throws(StoreError) { found = try store.reply(for: key) } catch {
+            return fail(ProtocolError(.unavailable, "could not read earlier replies: \(error.message)", id: key.id), "retry")
+        }
+        guard let bytes = found else { return nil }
         metrics.control("retry", "replayed")
         return Outcome(reply: [UInt8](repeating: 0, count: pre) + bytes, push: nil)
     }

@@ -29,14 +29,16 @@ final class Session {
     /// Keepalive (monotonic ms): when the peer last sent anything, and whether our ping is
     /// waiting to be written or answered.
     var lastHeard: Int64
+    /// When a tick was last written to it (monotonic ms): ticks are traffic too.
+    var lastTick: Int64 = 0
     var pingDue = false
     var pingSent = false
 
     init(wsi: OpaquePointer, peer: String, now: Int64) {
         self.wsi = wsi
         self.peer = peer
-        drainedAt = now
-        lastHeard = coarseMillis()
+        drainedAt = coarseMillis()
+        lastHeard = drainedAt
     }
 
     var hasOutbox: Bool { outboxHead < outbox.count }

@@ -36,6 +36,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     let tickTimer = TimerBox.make()
     let backoffTimer = TimerBox.make()
     var lastBackoffLog: Int64 = 0
+    /// Ticks written since the last tick (flushed to the shared metric once a second).
+    var ticksWritten = 0
+    /// Monotonic ms of the latest tick fan-out on this thread.
+    var tickTime: Int64 = 0
 
     init(index: Int, hub: Hub, listenFD: Int32) {
         self.index = index
@@ -126,17 +130,18 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     func fanOut(_ batch: TickBatch) {
         let started = monotonicMicros()
         let lag = Int64(hub.config.slowConsumerLag) * 1000
+        let now = coarseMillis()
+        tickTime = now
         var coalesced = 0
         for (live, frame) in batch.rides {
             let slot = live.slots[index]
             if slot.subscribers.isEmpty { continue }
-            slot.frame.removeAll(keepingCapacity: true)
-            slot.frame.append(contentsOf: frame)
+            slot.setFrame(frame)
             for sub in slot.subscribers {
                 let s = sub.session
                 if sub.pending {
                     coalesced += 1
-                    if batch.at - s.drainedAt > lag, s.closing == nil {
+                    if now - s.drainedAt > lag, s.closing == nil {
                         hub.metrics.add(hub.metrics.slowConsumerDisconnects)
                         s.close(code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
                     }
@@ -148,18 +153,24 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             }
         }
         if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
+        // Counted locally between ticks: one shared atomic per write would bounce a cache
+        // line between the threads.
+        hub.metrics.add(hub.metrics.ticksSent, ticksWritten)
+        ticksWritten = 0
         hub.metrics.fanout.observe(Double(monotonicMicros() - started) / 1000)
         sweepKeepalive()
     }
 
     /// Once a second: ping peers quiet for half the keepalive, drop those quiet for all of it.
-    /// Done here rather than with lws's per-connection validity timers, whose sorted-list
-    /// insert on every pong costs O(connections) each (a quarter of the CPU at 19,000).
+    /// A tick written counts as traffic: TCP_USER_TIMEOUT (set at accept) drops a peer whose
+    /// ticks stay unacknowledged, so subscribers of ticking rides need no pings (pinging
+    /// 19,000 of them every 15 s cost a tenth of the server's CPU). Done here rather than with lws's per-connection
+    /// validity timers, whose sorted-list insert on every pong costs O(connections) each.
     func sweepKeepalive() {
         let now = coarseMillis()
         let full = Int64(hub.config.keepalive) * 1000
         for s in sessions.values {
-            let idle = now - s.lastHeard
+            let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {
                 lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             } else if idle >= full / 2, !s.pingSent {
@@ -202,12 +213,19 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         } else if s.hasOutbox {
             var f = s.popOutbox()
             if write(s.wsi, &f) < 0 { return -1 }
-        } else if s.pendingTicks > 0, let sub = s.subscriptions.first(where: { $0.pending }) {
-            sub.pending = false
-            s.pendingTicks -= 1
-            let slot = sub.live.slots[index]
-            if write(s.wsi, &slot.frame) < 0 { return -1 }
-            hub.metrics.add(hub.metrics.ticksSent)
+        } else if s.pendingTicks > 0 {
+            for sub in s.subscriptions where sub.pending {
+                sub.pending = false
+                s.pendingTicks -= 1
+                let slot = sub.live.slots[index]
+                let n = slot.frameLength - pre
+                if lws_write(s.wsi, slot.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
+                    return -1
+                }
+                ticksWritten += 1
+                s.lastTick = tickTime
+                break
+            }
         } else if let c = s.closing {
             var reason = Array(c.reason.utf8.prefix(120))
             lws_close_reason(s.wsi, lws_close_status(rawValue: UInt32(c.code)), &reason, reason.count)
@@ -216,7 +234,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue {
             lws_callback_on_writable(s.wsi)
         } else {
-            s.drainedAt = hub.clock.now()
+            s.drainedAt = coarseMillis()
         }
         return 0
     }
@@ -240,6 +258,13 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                 if e == EMFILE || e == ENFILE { backOffAccepting() }
                 return
             }
+            // Data we sent that stays unacknowledged this long means the peer is gone: the
+            // kernel drops it, so subscribers (who get a tick every second) need no pings.
+            var userTimeout = UInt32(hub.config.keepalive * 1000)
+            setsockopt(fd, Int32(IPPROTO_TCP), 18 /* TCP_USER_TIMEOUT */, &userTimeout, socklen_t(MemoryLayout<UInt32>.size))
+            // A push server writes small frames that should leave now, not wait on Nagle.
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if lws_adopt_socket_vhost(vhost, fd) == nil {
                 close(fd)
                 hub.metrics.add(hub.metrics.refusedConnections)

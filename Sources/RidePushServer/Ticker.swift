@@ -38,10 +38,13 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         hub.metrics.lateness.observe(Double(now - at))
         hub.metrics.add(hub.metrics.tickRounds)
         let (batch, pushes) = hub.registry.tick(seq: seq, at: at)
-        for s in hub.shards {
-            for (live, frame) in pushes { s === shard ? s.push(live, frame, except: nil) : s.post(.push(live, frame, except: nil)) }
-            s === shard ? s.fanOut(batch) : s.post(.tick(batch))
+        // Hand the other threads their share first so they write while this one does its own.
+        for s in hub.shards where s !== shard {
+            for (live, frame) in pushes { s.post(.push(live, frame, except: nil)) }
+            s.post(.tick(batch))
         }
+        for (live, frame) in pushes { shard.push(live, frame, except: nil) }
+        shard.fanOut(batch)
         if at - lastPrune > 3_600_000 {
             lastPrune = at
             hub.registry.pruneReplies()
