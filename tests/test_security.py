@@ -565,7 +565,9 @@ def test_control_flood_rate_limited_then_closed_while_others_tick_on_time(srv):
         stop.set()
         assert codes[:20] == ["ride_not_found"] * 20, codes[:25]
         assert "rate_limited" in codes and set(codes) <= {"ride_not_found", "rate_limited"}
-        assert close_code == 1008, (close_code, len(codes))
+        # 1008; on a loaded machine a reset can rarely overtake the close frame (the client
+        # sees no code), but only after the limit was reached.
+        assert close_code == 1008 or (close_code is None and len(codes) >= 100), (close_code, len(codes))
         # 20 answered, then 5 × 20 strikes in the same second, then closed: the rest is ignored.
         assert 100 <= len(codes) <= 130, len(codes)
         assert_on_time(got, 4)
@@ -716,10 +718,10 @@ def test_client_that_sends_but_never_reads_is_closed(srv):
     """Requests whose replies are never read do not grow a queue without bound: past 1024
     unread replies the connection is closed as a slow consumer (4008)."""
     c = Client(ws_with(srv, control("hoarder")), max_size=None)
-    for i in range(3000):
-        c.send({"type": "quote", "seconds": i})
     got, closed = 0, None
     try:
+        for i in range(3000):
+            c.send({"type": "quote", "seconds": i})
         while got < 5000:
             c.ws.recv(timeout=5)
             got += 1
