@@ -25,6 +25,5 @@ func rideProtocolCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons,
 func acceptCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                     _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
     guard reason == LWS_CALLBACK_RAW_RX_FILE, let shard = shard(of: wsi) else { return 0 }
-    shard.acceptReady()
-    return 0
+    return shard.acceptReady()
 }

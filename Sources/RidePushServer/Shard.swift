@@ -63,6 +63,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
             | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
         info.timeout_secs = UInt32(config.handshakeTimeout)
+        // A socket that sends no complete request headers (slowloris) is closed this soon too.
+        info.timeout_secs_ah_idle = UInt32(config.handshakeTimeout)
         info.retry_and_idle_policy = UnsafePointer(hub.noValidityTimers)
         info.headers = UnsafePointer(hub.securityHeaders)
         info.vhost_name = UnsafePointer(hub.vhostName)
@@ -83,10 +85,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
 
     /// The service loop; returns when a shutdown has closed every session (or timed out).
     func run() {
-        var fd = lws_sock_file_fd_type()
-        fd.filefd = listenFD
-        acceptor = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, fd, "ridepush-accept", nil)
-        if acceptor == nil { clws_log_err("thread \(index): could not watch the listening socket") }
+        watchListener()
         if index == 0 { hub.ticker.start(on: self) }
         var deadline: Int64 = .max
         while true {
@@ -207,8 +206,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     func writable(_ s: Session) -> Int32 {
         if s.pingDue {
             s.pingDue = false
-            var ping = [UInt8](repeating: 0, count: pre)
-            let n = ping.withUnsafeMutableBufferPointer { lws_write(s.wsi, $0.baseAddress! + pre, 0, LWS_WRITE_PING) }
+            // lws 4.1 never reports an empty pong, so the ping carries four bytes to echo.
+            var ping = [UInt8](repeating: 0, count: pre) + Array("live".utf8)
+            let n = ping.withUnsafeMutableBufferPointer { lws_write(s.wsi, $0.baseAddress! + pre, 4, LWS_WRITE_PING) }
             if n < 0 { return -1 }
         } else if s.hasOutbox {
             var f = s.popOutbox()
@@ -249,14 +249,30 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
 
     // MARK: accept
 
+    /// Has lws poll the listening socket, through a duplicate that lws owns and closes when it
+    /// stops watching.
+    func watchListener() {
+        var fd = lws_sock_file_fd_type()
+        fd.filefd = dup(listenFD)
+        acceptor = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, fd, "ridepush-accept", nil)
+        if acceptor == nil {
+            close(fd.filefd)
+            clws_log_err("thread \(index): could not watch the listening socket")
+        }
+    }
+
     /// Accepts what is waiting on the shared listening socket and hands each connection to lws.
-    func acceptReady() {
+    /// Returns -1 to have lws stop watching the listener (backing off at the file limit).
+    func acceptReady() -> Int32 {
         for _ in 0..<64 {
             let fd = clws_accept(listenFD)
             if fd < 0 {
                 let e = errno
-                if e == EMFILE || e == ENFILE { backOffAccepting() }
-                return
+                if e == EMFILE || e == ENFILE {
+                    backOffAccepting()
+                    return -1
+                }
+                return 0
             }
             // Data we sent that stays unacknowledged this long means the peer is gone: the
             // kernel drops it, so subscribers (who get a tick every second) need no pings.
@@ -270,11 +286,13 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                 hub.metrics.add(hub.metrics.refusedConnections)
             }
         }
+        return 0
     }
 
     /// Out of descriptors: refuse one waiting connection with the spare descriptor (so that
-    /// client gets a clean close, not a hang), stop polling the listener for a moment instead
-    /// of spinning on it, and log at most once every 10 s.
+    /// client gets a clean close, not a hang), stop polling the listener for 100 ms instead of
+    /// spinning on it, and log at most once every 10 s. The listener leaves lws's poll set
+    /// altogether: flow control on it kept lws polling every socket with a zero timeout.
     func backOffAccepting() {
         hub.metrics.add(hub.metrics.acceptBackoffs)
         if spareFD >= 0 {
@@ -288,10 +306,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             lastBackoffLog = now
             clws_log_warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
         }
-        if let a = acceptor { lws_rx_flow_control(a, 0) }
+        acceptor = nil
         lws_sul_schedule(context, 0, &backoffTimer.pointee.sul, { sul in
-            guard let shard = TimerBox.owner(of: sul, as: Shard.self), let a = shard.acceptor else { return }
-            lws_rx_flow_control(a, 1)
+            guard let shard = TimerBox.owner(of: sul, as: Shard.self), !shard.stopping else { return }
+            shard.watchListener()
         }, 100_000)
     }
 
