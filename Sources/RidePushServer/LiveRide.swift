@@ -4,7 +4,9 @@ import RideCore
 /// lock; `slots[i]` belongs to service thread i alone, so fan-out needs no lock.
 final class LiveRide: @unchecked Sendable {
     let id: String
-    let plan: FarePlan
+    /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride).
+    private let planBox: PlanBox
+    var plan: FarePlan { planBox.plan }
     var ride: Ride
     /// Time-limit warnings already sent (seconds-left thresholds).
     var warned: Set<Int64> = []
@@ -12,10 +14,10 @@ final class LiveRide: @unchecked Sendable {
     var liveIndex = -1
     let slots: [ShardSlot]
 
-    init(ride: Ride, plan: FarePlan, shards: Int) {
+    init(ride: Ride, plan: PlanBox, shards: Int) {
         id = ride.id
         self.ride = ride
-        self.plan = plan
+        planBox = plan
         slots = (0..<shards).map { _ in ShardSlot() }
     }
 }
@@ -32,7 +34,7 @@ final class ShardSlot {
     func setFrame(_ bytes: [UInt8]) {
         if bytes.count > frame.count {
             frame.deallocate()
-            frame = .allocate(byteCount: max(bytes.count, 256), alignment: 16)
+            frame = .allocate(byteCount: bytes.count + 16, alignment: 16)  // room for a few more digits
         }
         bytes.withUnsafeBytes { frame.copyMemory(from: $0) }
         frameLength = bytes.count
@@ -47,4 +49,10 @@ struct TickBatch: @unchecked Sendable {
     let at: UnixMillis
     /// Each ticking ride with its encoded tick (LWS_PRE spare bytes in front). Immutable once built.
     let rides: [(live: LiveRide, frame: [UInt8])]
+}
+
+/// One loaded fare plan, referenced by the rides that use it.
+final class PlanBox: @unchecked Sendable {  // immutable after init
+    let plan: FarePlan
+    init(_ plan: FarePlan) { self.plan = plan }
 }

@@ -25,6 +25,9 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
 
     let store: RideStore
     let plans: [String: FarePlan]
+    /// The same plans, boxed once for the rides to share.
+    private let boxes: [String: PlanBox]
+    private let fallbackBox = PlanBox(.standard)
     let defaultPlan: FarePlan
     let shards: Int
     let clock: RideClock
@@ -38,6 +41,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
         var byID: [String: FarePlan] = [:]
         for p in plans { byID[p.id] = p }
         self.plans = byID
+        boxes = byID.mapValues(PlanBox.init)
         defaultPlan = byID["default"] ?? plans.first ?? .standard
         self.shards = shards
         self.clock = clock
@@ -46,8 +50,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
         do { open = try store.openRides() } catch { throw ServerError("cannot load rides: \(error.message)") }
         state.withLock { s in
             for stored in open {
-                let plan = byID[stored.planID] ?? .standard
-                let live = LiveRide(ride: stored.ride, plan: plan, shards: shards)
+                let live = LiveRide(ride: stored.ride, plan: box(stored.planID), shards: shards)
                 s.rides[live.id] = live
                 live.liveIndex = s.live.count
                 s.live.append(live)
@@ -63,6 +66,9 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
         }
     }
 
+    /// A ride's plan; one no longer loaded bills as the built-in default rather than not at all.
+    private func box(_ id: String) -> PlanBox { boxes[id] ?? fallbackBox }
+
     func plan(_ id: String?) -> FarePlan? { id.map { plans[$0] } ?? defaultPlan }
 
     // MARK: requests (any service thread)
@@ -76,7 +82,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
         if let l = s.rides[id] { return .success(l) }
         do throws(StoreError) {
             guard let stored = try store.ride(id) else { return .failure(ProtocolError(.rideNotFound, "no ride \"\(id)\"")) }
-            let live = LiveRide(ride: stored.ride, plan: plans[stored.planID] ?? .standard, shards: shards)
+            let live = LiveRide(ride: stored.ride, plan: box(stored.planID), shards: shards)
             s.rides[id] = live
             if stored.ride.state == .ended { remember(ended: id, &s) }
             return .success(live)
@@ -107,7 +113,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                 if error.kind == .conflict { return fail(ProtocolError(.conflict, "ride \"\(rid)\" already exists", id: id), "start") }
                 return fail(ProtocolError(.unavailable, "could not record the ride: \(error.message)", id: id), "start")
             }
-            let live = LiveRide(ride: ride, plan: plan, shards: shards)
+            let live = LiveRide(ride: ride, plan: box(plan.id), shards: shards)
             s.rides[rid] = live
             live.liveIndex = s.live.count
             s.live.append(live)
