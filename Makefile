@@ -12,7 +12,7 @@ OUT ?= test-output
 APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
 APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils
 
-.PHONY: run build release test unit integration deps deps-test venv clean
+.PHONY: run build release test unit integration deps deps-test venv clean bench
 
 deps:
 	@bash .ci/apt-ensure.sh $(APT_BUILD)
@@ -46,6 +46,10 @@ integration: build venv
 		$(PY) -m pytest -q tests
 
 test: unit integration
+
+# Not a test: prints figures (see BENCHMARKS.md). Needs gcc for the reference server.
+bench: release
+	bash scripts/bench-compare.sh -n $${N:-19000} -d $${D:-15} -k $${K:-1}
 
 clean:
 	rm -rf .build $(VENV) $(OUT)
