@@ -23,13 +23,7 @@ public enum ServerMessages {
         var w = JSONWriter(adopting: consume out, prefix: prefix)
         w.beginObject()
         w.field("type", "tick")
-        w.field("ride", ride.id)
-        w.field("state", ride.state.rawValue)
-        w.field("elapsed", f.elapsed)
-        w.field("paused", f.paused)
-        w.field("fare", f.fare)
-        w.field("currency", plan.currency.code)
-        if let r = f.remaining { w.field("remaining", r) }
+        live(&w, ride: ride, plan: plan, figures: f)
         w.field("seq", seq)
         w.field("at", at)
         w.endObject()
@@ -56,8 +50,8 @@ public enum ServerMessages {
         return w.bytes
     }
 
-    static func rideBody(_ w: inout JSONWriter, ride: Ride, plan: FarePlan, at: UnixMillis) {
-        let f = Figures(ride, plan, at: at)
+    /// The fields a tick and a state message share, in the same order.
+    static func live(_ w: inout JSONWriter, ride: Ride, plan: FarePlan, figures f: Figures) {
         w.field("ride", ride.id)
         w.field("state", ride.state.rawValue)
         w.field("elapsed", f.elapsed)
@@ -65,6 +59,11 @@ public enum ServerMessages {
         w.field("fare", f.fare)
         w.field("currency", plan.currency.code)
         if let r = f.remaining { w.field("remaining", r) }
+    }
+
+    static func rideBody(_ w: inout JSONWriter, ride: Ride, plan: FarePlan, at: UnixMillis) {
+        let f = Figures(ride, plan, at: at)
+        live(&w, ride: ride, plan: plan, figures: f)
         w.field("at", at)
         if let l = ride.limit { w.field("limit", l) }
         w.field("started_at", ride.startedAt)
