@@ -60,7 +60,7 @@ extension Shard {
             clws_log_notice("refused WebSocket from origin \(origin)")
             return 1
         }
-        let peer = peerName(wsi)
+        let peer = clientAddress(wsi)
         guard hub.admit(peer) else {
             hub.metrics.add(hub.metrics.refusedConnections)
             return 1
@@ -168,6 +168,21 @@ extension Shard {
         var buf = [CChar](repeating: 0, count: 64)
         guard let p = lws_get_peer_simple(wsi, &buf, buf.count) else { return "?" }
         return String(cString: p)
+    }
+
+    /// The address the per-address limit counts. With --trust-proxy and a loopback peer (a
+    /// reverse proxy on this host), the client's address from `X-Real-IP`, else the last
+    /// `X-Forwarded-For` entry (the one the proxy added); otherwise, and for anything that is
+    /// not an IP address, the TCP peer: a client cannot choose its address by a header.
+    func clientAddress(_ wsi: OpaquePointer) -> String {
+        let peer = peerName(wsi)
+        guard hub.config.trustProxy, peer.hasPrefix("127.") || peer == "::1" || peer.hasPrefix("::ffff:127.") else {
+            return peer
+        }
+        let forwarded = header(wsi, WSI_TOKEN_HTTP_X_REAL_IP) ?? header(wsi, WSI_TOKEN_X_FORWARDED_FOR)
+        guard let last = forwarded?.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).last,
+              isIPAddress(String(last)) else { return peer }
+        return String(last)
     }
 }
 

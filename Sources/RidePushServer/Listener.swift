@@ -57,3 +57,10 @@ func peerAddress(_ fd: Int32) -> String {
     inet_ntop(AF_INET, &addr.sin_addr, &buf, socklen_t(buf.count))
     return String(cString: buf)
 }
+
+/// An IPv4 or IPv6 address in text form (what a proxy's X-Real-IP should hold).
+func isIPAddress(_ s: String) -> Bool {
+    guard s.utf8.count < 64 else { return false }
+    var v6 = in6_addr()
+    return inet_pton(AF_INET, s, &v6) == 1 || inet_pton(AF_INET6, s, &v6) == 1
+}

@@ -127,6 +127,7 @@ extension Shard {
         do {
             let claims = try signer.verify(token, now: hub.clock.now() / 1000)
             s.access = Access(claims)
+            s.tokenExp = claims.exp ?? .max
             if replyOnSuccess { s.enqueue(authenticatedMessage(id: id, sub: claims.sub, scope: claims.scope.rawValue)) }
         } catch {
             refuse(s, ProtocolError(.unauthorized, "token refused: \(error.message)", id: id))
@@ -134,8 +135,11 @@ extension Shard {
     }
 
     /// Unauthorized: say why, then close with 4401 (the client should get a new token, not retry).
+    /// Its subscriptions end at once: no tick follows the error.
     func refuse(_ s: Session, _ e: ProtocolError) {
         hub.metrics.control("auth", "unauthorized")
+        for sub in s.subscriptions { detach(sub) }
+        s.subscriptions.removeAll()
         reply(s, e)
         closeHard(s, code: 4401, reason: "unauthorized")
     }

@@ -13,6 +13,8 @@ public struct ServerConfig: Sendable {
     public var maxFrame = 4096
     public var maxSubscriptions = 32
     public var maxConnectionsPerIP = 4096
+    /// Count a loopback peer (a reverse proxy on this host) by its X-Real-IP / X-Forwarded-For.
+    public var trustProxy = false
     /// Control messages per second per connection before `rate_limited`.
     public var controlRate = 20
     /// Seconds without a pong before a dead peer is dropped; pings go out at half of it.

@@ -22,6 +22,9 @@ final class Session {
     /// Close code and reason once we decided to close.
     var closing: (code: UInt16, reason: String)?
     var access: Access?
+    /// The token's `exp` (Unix seconds; .max without one), checked by the once-a-second sweep
+    /// so a connection is cut off when its token expires, not only when it next speaks.
+    var tokenExp: Int64 = .max
     /// Control-message rate limit: a one-second window.
     var windowStart: Int64 = 0
     var windowCount = 0

@@ -1,5 +1,6 @@
 import CLibWebSockets
 import Foundation
+import RideAuth
 import RideCore
 import Synchronization
 
@@ -168,7 +169,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     func sweepKeepalive() {
         let now = coarseMillis()
         let full = Int64(hub.config.keepalive) * 1000
+        // Tokens that expired (past the leeway) since they were checked: refused, 4401.
+        let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
         for s in sessions.values {
+            if s.tokenExp <= expiredBefore, s.closing == nil {
+                refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one"))
+            }
             let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {
                 lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)

@@ -26,12 +26,17 @@ protocol ride.v1 at /ws, on one port. Every option can also come from the enviro
   --threads N              service threads (RIDEPUSH_THREADS, default: number of cores)
   --max-frame BYTES        largest client message (default 4096)
   --max-subscriptions N    per connection (default 32)
-  --max-connections-per-ip N  (default 4096)
+  --max-connections-per-ip N  WebSocket connections per client address
+                           (RIDEPUSH_MAX_CONNECTIONS_PER_IP, default 4096)
+  --trust-proxy            behind a reverse proxy on this host: count connections from a
+                           loopback peer by their X-Real-IP (or last X-Forwarded-For) address
+                           (RIDEPUSH_TRUST_PROXY=1; without it those headers are ignored)
   --control-rate N         control messages per second per connection (default 20)
   --keepalive SECONDS      drop peers silent this long; ping at half (RIDEPUSH_KEEPALIVE, default 30)
   --handshake-timeout S    (default 10)
   --slow-consumer-lag S    disconnect a subscriber that has not read its ticks for S seconds (default 10)
-  --allow-origin ORIGIN    allowed browser Origin (repeatable; default: any)
+  --allow-origin ORIGIN    allowed browser Origin (repeatable; RIDEPUSH_ALLOW_ORIGIN as a
+                           comma-separated list; default: any)
   --help
 """
 
@@ -41,7 +46,7 @@ func serveCommand(_ args: [String]) -> Int32 {
                                "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
                                "--slow-consumer-lag", "--allow-origin"]
     let a: Arguments
-    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h"]) } catch {
+    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy"]) } catch {
         return fail("serve: \(error)")
     }
     if a.has("--help") || a.has("-h") { print(serveUsage); return 0 }
@@ -63,12 +68,18 @@ func serveCommand(_ args: [String]) -> Int32 {
         c.threads = try int("--threads", "RIDEPUSH_THREADS", ProcessInfo.processInfo.activeProcessorCount, max: 64)
         c.maxFrame = try int("--max-frame", nil, c.maxFrame, min: 64, max: 1 << 20)
         c.maxSubscriptions = try int("--max-subscriptions", nil, c.maxSubscriptions)
-        c.maxConnectionsPerIP = try int("--max-connections-per-ip", nil, c.maxConnectionsPerIP)
+        c.maxConnectionsPerIP = try int("--max-connections-per-ip", "RIDEPUSH_MAX_CONNECTIONS_PER_IP", c.maxConnectionsPerIP)
+        switch a.has("--trust-proxy") ? "1" : env["RIDEPUSH_TRUST_PROXY"] ?? "" {
+        case "1", "true", "yes": c.trustProxy = true
+        case "", "0", "false", "no": c.trustProxy = false
+        case let v: throw ServerError("RIDEPUSH_TRUST_PROXY=\(v): expected 1 or 0")
+        }
         c.controlRate = try int("--control-rate", nil, c.controlRate)
         c.keepalive = try int("--keepalive", "RIDEPUSH_KEEPALIVE", c.keepalive, min: 2, max: 3600)
         c.handshakeTimeout = try int("--handshake-timeout", nil, c.handshakeTimeout, max: 600)
         c.slowConsumerLag = try int("--slow-consumer-lag", nil, c.slowConsumerLag, max: 3600)
-        c.allowedOrigins = a.multi["--allow-origin"] ?? []
+        c.allowedOrigins = a.multi["--allow-origin"]
+            ?? (env["RIDEPUSH_ALLOW_ORIGIN"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         c.tlsCert = opt("--tls-cert", "RIDEPUSH_TLS_CERT")
         c.tlsKey = opt("--tls-key", "RIDEPUSH_TLS_KEY")
         if (c.tlsCert == nil) != (c.tlsKey == nil) { throw ServerError("--tls-cert and --tls-key go together") }
