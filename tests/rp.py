@@ -21,8 +21,9 @@ class Server:
     """One `ridepush serve` process. `args` are extra flags; the port is chosen by the
     server (--port 0) and read back from its 'serving' line."""
 
-    def __init__(self, *args, store="memory", auth="none", env=None, port=0, public=None):
+    def __init__(self, *args, store="memory", auth="none", env=None, port=0, public=None, popen_kwargs=None):
         self.args = list(args)
+        self.popen_kwargs = popen_kwargs or {}  # e.g. preexec_fn to lower the file limit
         self.store = store
         self.auth = auth
         self.env = env
@@ -42,7 +43,7 @@ class Server:
         if self.env:
             env.update(self.env)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=env, cwd=ROOT)
+                                     text=True, env=env, cwd=ROOT, **self.popen_kwargs)
         ready = threading.Event()
 
         def pump():

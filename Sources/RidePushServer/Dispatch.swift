@@ -79,6 +79,7 @@ extension Shard {
         user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
         sessions[ObjectIdentifier(s)] = s
         hub.metrics.add(hub.metrics.connections)
+        connectionCount.wrappingAdd(1, ordering: .relaxed)
         if stopping { s.close(code: 1001, reason: "server shutting down") }
         if let token = pending?.token { authenticate(s, token: token, id: nil, replyOnSuccess: false) }
     }
@@ -89,6 +90,7 @@ extension Shard {
         sessions[ObjectIdentifier(s)] = nil
         hub.release(s.peer)
         hub.metrics.add(hub.metrics.connections, -1)
+        connectionCount.wrappingAdd(-1, ordering: .relaxed)
         user?.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
         Unmanaged.passUnretained(s).release()
     }
@@ -121,7 +123,7 @@ extension Shard {
         }
         guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return }
         defer {
-            s.rx.removeAll(keepingCapacity: true)
+            s.rx.removeAll(keepingCapacity: false)  // most clients go quiet: hold no buffer
             s.rxTooLarge = false
         }
         if s.rxTooLarge {

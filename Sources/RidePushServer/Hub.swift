@@ -147,6 +147,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         w.field("ended", Int64(c.ended))
         w.endObject()
         w.field("threads", Int64(shards.count))
+        w.key("connections_per_thread")
+        w.beginArray()
+        for shard in shards { w.int(Int64(shard.connectionCount.load(ordering: .relaxed))) }
+        w.endArray()
         w.field("ticks", Int64(metrics.tickRounds.load(ordering: .relaxed)))
         w.endObject()
         return w.bytes

@@ -37,10 +37,15 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     let tickTimer = TimerBox.make()
     let backoffTimer = TimerBox.make()
     var lastBackoffLog: Int64 = 0
+    /// Current pause before watching the listener again: doubles from 100 ms to 2 s while the
+    /// file limit lasts (each look costs a poll over every socket), back to 0 on an accept.
+    var backoffMillis: Int64 = 0
     /// Ticks written since the last tick (flushed to the shared metric once a second).
     var ticksWritten = 0
     /// Monotonic ms of the latest tick fan-out on this thread.
     var tickTime: Int64 = 0
+    /// WebSocket connections on this thread (for /healthz; written by this thread only).
+    let connectionCount = Atomic<Int>(0)
 
     init(index: Int, hub: Hub, listenFD: Int32) {
         self.index = index
@@ -143,7 +148,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                     coalesced += 1
                     if now - s.drainedAt > lag, s.closing == nil {
                         hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-                        s.close(code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
+                        // Hard: the socket is choked, so the close frame may never get out either.
+                        closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
                     }
                     continue
                 }
@@ -258,8 +264,13 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     /// Has lws poll the listening socket, through a duplicate that lws owns and closes when it
     /// stops watching.
     func watchListener() {
+        // Another thread may have taken the spare's slot while this one refused with it.
+        if spareFD < 0 { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) }
         var fd = lws_sock_file_fd_type()
         fd.filefd = dup(listenFD)
+        // At the file limit another thread may take the descriptor this one freed when it
+        // stopped watching: try again after another back-off, or this thread never accepts again.
+        guard fd.filefd >= 0 else { return watchListenerLater() }
         acceptor = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, fd, "ridepush-accept", nil)
         if acceptor == nil {
             close(fd.filefd)
@@ -280,6 +291,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                 }
                 return 0
             }
+            backoffMillis = 0
             // Data we sent that stays unacknowledged this long means the peer is gone: the
             // kernel drops it, so subscribers (who get a tick every second) need no pings.
             var userTimeout = UInt32(hub.config.keepalive * 1000)
@@ -287,6 +299,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             // A push server writes small frames that should leave now, not wait on Nagle.
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            // A fixed send buffer (the kernel doubles it to 64 KiB) instead of one autotuned up to
+            // tcp_wmem's 4 MiB: a subscriber that stops reading then chokes its socket within
+            // seconds, so --slow-consumer-lag can apply, and cannot pin megabytes of kernel memory.
+            var sndbuf: Int32 = 32 * 1024
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, socklen_t(MemoryLayout<Int32>.size))
             if lws_adopt_socket_vhost(vhost, fd) == nil {
                 close(fd)
                 hub.metrics.add(hub.metrics.refusedConnections)
@@ -296,8 +313,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     }
 
     /// Out of descriptors: refuse one waiting connection with the spare descriptor (so that
-    /// client gets a clean close, not a hang), stop polling the listener for 100 ms instead of
-    /// spinning on it, and log at most once every 10 s. The listener leaves lws's poll set
+    /// client gets a clean close, not a hang), stop polling the listener for a while (100 ms,
+    /// doubling to 2 s) instead of spinning on it, and log at most once every 10 s. The listener leaves lws's poll set
     /// altogether: flow control on it kept lws polling every socket with a zero timeout.
     func backOffAccepting() {
         hub.metrics.add(hub.metrics.acceptBackoffs)
@@ -313,10 +330,16 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             clws_log_warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
         }
         acceptor = nil
+        backoffMillis = min(max(100, backoffMillis * 2), 2000)
+        watchListenerLater()
+    }
+
+    /// Watches the listener again after the current back-off (at least 100 ms).
+    func watchListenerLater() {
         lws_sul_schedule(context, 0, &backoffTimer.pointee.sul, { sul in
             guard let shard = TimerBox.owner(of: sul, as: Shard.self), !shard.stopping else { return }
             shard.watchListener()
-        }, 100_000)
+        }, lws_usec_t(max(100, backoffMillis) * 1000))
     }
 
     // MARK: shutdown
