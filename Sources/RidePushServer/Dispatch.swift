@@ -75,7 +75,7 @@ extension Shard {
 
     func established(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
-        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), now: hub.clock.now())
+        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi))
         user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
         sessions[ObjectIdentifier(s)] = s
         hub.metrics.add(hub.metrics.connections)

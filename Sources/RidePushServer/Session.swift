@@ -13,7 +13,7 @@ final class Session {
     var subscriptions: [Subscription] = []
     /// Subscriptions holding an unsent tick (at most one each: newer ticks replace older).
     var pendingTicks = 0
-    /// When this session last had nothing left to send; a subscriber stuck with pending
+    /// When this session last had nothing left to send (monotonic ms); a subscriber stuck with pending
     /// ticks past the configured lag is a slow consumer and gets disconnected.
     var drainedAt: Int64 = 0
     /// Fragments of the message being received.
@@ -21,7 +21,13 @@ final class Session {
     var rxTooLarge = false
     /// Close code and reason once we decided to close.
     var closing: (code: UInt16, reason: String)?
-    var access: Access?
+    /// What the token allows (nil with auth off). Boxed: most sessions of a big server carry
+    /// none or the same few, and the claims inline would add ~80 bytes to every session.
+    var access: Access? {
+        get { accessBox?.access }
+        set { accessBox = newValue.map(AccessBox.init) }
+    }
+    private var accessBox: AccessBox?
     /// The token's `exp` (Unix seconds; .max without one), checked by the once-a-second sweep
     /// so a connection is cut off when its token expires, not only when it next speaks.
     var tokenExp: Int64 = .max
@@ -37,7 +43,7 @@ final class Session {
     var pingDue = false
     var pingSent = false
 
-    init(wsi: OpaquePointer, peer: String, now: Int64) {
+    init(wsi: OpaquePointer, peer: String) {
         self.wsi = wsi
         self.peer = peer
         drainedAt = coarseMillis()
@@ -85,4 +91,9 @@ final class Subscription {
         self.live = live
         self.session = session
     }
+}
+
+final class AccessBox {
+    let access: Access
+    init(_ access: Access) { self.access = access }
 }
