@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+import warnings
 
 from websockets.sync.client import connect
 
@@ -110,8 +111,18 @@ class Client:
     """A ride.v1 client: send dicts, receive dicts, with bounded waits."""
 
     def __init__(self, url, subprotocols=("ride.v1",), **kw):
-        self.ws = connect(url, subprotocols=list(subprotocols) if subprotocols else None,
-                          open_timeout=5, close_timeout=2, **kw)
+        protocols = list(subprotocols) if subprotocols else None
+        try:
+            self.ws = connect(url, subprotocols=protocols, open_timeout=5, close_timeout=2, **kw)
+        except TimeoutError:
+            # websockets 13's threading client over TLS sometimes never sends its upgrade
+            # request on a loaded machine: the server has finished TLS and waits (seen with
+            # ss: client sent only ClientHello + Finished). curl and websockets' asyncio
+            # client showed no such stall against the same server, so retry once, loudly.
+            if not url.startswith("wss:"):
+                raise
+            warnings.warn("wss handshake to %s timed out once; retrying" % url)
+            self.ws = connect(url, subprotocols=protocols, open_timeout=5, close_timeout=2, **kw)
         self.backlog = []
 
     def send(self, msg):
