@@ -29,9 +29,9 @@ let package = Package(
         // Durable ride journal behind a small protocol (SQLite, memory).
         .target(name: "RideStore", dependencies: ["RideCore", "CSQLite"]),
         // JWT (HS256) tokens and what they allow.
-        .target(name: "RideAuth", dependencies: ["COpenSSL"]),
+        .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench"),
+        .target(name: "RideBench", dependencies: ["RideCore"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         .target(name: "RidePushServer", dependencies: ["RideCore", "RideStore", "RideAuth", "CLibWebSockets"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "CLibWebSockets"]),

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import RideCore
 
 /// Signs and verifies RidePush tokens: JWT compact serialization, HS256 only.
 public struct TokenSigner: Sendable {
@@ -212,20 +213,8 @@ public struct TokenSigner: Sendable {
     }
 
     private static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        var w = JSONWriter(reserving: s.utf8.count + 8)
+        w.string(s)
+        return String(decoding: w.bytes, as: UTF8.self)
     }
 }

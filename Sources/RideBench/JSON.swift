@@ -1,4 +1,5 @@
 import Foundation
+import RideCore
 
 /// Worker lines use Codable (a handful per run); the final report is written by hand so
 /// its keys keep a readable order.
@@ -37,16 +38,8 @@ indirect enum JSONOut {
     }
 
     private func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
+        var w = JSONWriter(reserving: s.utf8.count + 8)
+        w.string(s)
+        return String(decoding: w.bytes, as: UTF8.self)
     }
 }
