@@ -156,7 +156,7 @@ extension Shard {
         guard n > 0, n < 8192 else { return nil }
         var buf = [CChar](repeating: 0, count: Int(n) + 1)
         guard lws_hdr_copy(wsi, &buf, Int32(buf.count), token) >= 0 else { return nil }
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     func urlArg(_ wsi: OpaquePointer, _ name: String) -> String? {

@@ -45,19 +45,6 @@ struct Listener {
     }
 }
 
-/// The peer's IPv4 address as text, for per-address limits and logs.
-func peerAddress(_ fd: Int32) -> String {
-    var addr = sockaddr_in()
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let ok = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &len) }
-    }
-    guard ok == 0 else { return "?" }
-    var buf = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-    inet_ntop(AF_INET, &addr.sin_addr, &buf, socklen_t(buf.count))
-    return String(cString: buf)
-}
-
 /// An IPv4 or IPv6 address in text form (what a proxy's X-Real-IP should hold).
 func isIPAddress(_ s: String) -> Bool {
     guard s.utf8.count < 64 else { return false }
