@@ -45,13 +45,16 @@ extension Shard {
     }
 
     func quote(_ wsi: OpaquePointer) -> Int32 {
-        let planID = urlArg(wsi, "plan")
-        guard let secondsText = urlArg(wsi, "seconds"), let seconds = Int64(secondsText), seconds >= 0 else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "seconds= is required: whole seconds of riding"))
+        guard hub.quoteRate.allow(clientAddress(wsi), now: monotonicMillis()) else {
+            hub.metrics.add(hub.metrics.rateLimited)
+            return respond(wsi, 429, json: errorJSON("rate_limited", "more than \(hub.config.controlRate) quotes per second; slow down"))
         }
-        let pausedText = urlArg(wsi, "paused")
-        guard let paused = pausedText.map({ Int64($0) }) ?? 0, paused >= 0 else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "paused= must be whole seconds"))
+        let planID = urlArg(wsi, "plan")
+        guard let seconds = urlArg(wsi, "seconds").flatMap(InputBounds.quantity) else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "seconds= is required: whole seconds of riding, 0 to \(InputBounds.maxQuantity)"))
+        }
+        guard let paused = urlArg(wsi, "paused").map(InputBounds.quantity) ?? 0 else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "paused= must be whole seconds, 0 to \(InputBounds.maxQuantity)"))
         }
         guard let plan = hub.registry.plan(planID) else {
             return respond(wsi, 404, json: errorJSON("plan_not_found", "no plan \"\(planID ?? "")\""))

@@ -18,6 +18,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let publicDir: String
     let listener: Listener
     private let perAddress = Mutex<[String: Int]>([:])
+    /// `/quote` requests per address per second (the control rate).
+    let quoteRate: AddressRate
     private let store: RideStore
 
     // C structures lws keeps pointers to for the life of the contexts.
@@ -33,6 +35,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock()) throws(ServerError) {
         self.config = config
+        quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock
         self.store = store
         var isDir: ObjCBool = false

@@ -22,7 +22,7 @@ extension Shard {
         if let exp = s.access?.claims.exp, exp <= hub.clock.now() / 1000 - TokenSigner.leeway {
             return refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: env.id))
         }
-        if env.message.isControl, !withinRate(s) {
+        if env.message.isRateLimited, !withinRate(s) {
             hub.metrics.add(hub.metrics.rateLimited)
             reply(s, ProtocolError(.rateLimited, "more than \(hub.config.controlRate) control messages per second; slow down", id: env.id))
             s.strikes += 1
