@@ -2,7 +2,10 @@
 the wall clock's steps do not move rides, /healthz tells the truth."""
 import http.client
 import os
+import subprocess
 import time
+
+import pytest
 
 from rp import ROOT, Client, Server
 
@@ -69,3 +72,91 @@ def test_ws_quotes_count_against_the_control_rate():
                 break
         assert [m["type"] for m in replies] == ["quote"] * 3 + ["error"] * 2
         assert all(m["code"] == "rate_limited" for m in replies[3:])
+
+
+# ---- wall-clock steps (defect 2) --------------------------------------------------------
+
+SECRET = "test-secret-for-ridepush-0123456789-abcdef"
+
+
+def jwt(claims):
+    import base64
+    import hashlib
+    import hmac
+    import json
+
+    def b64(data):
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    signing_input = b64(b'{"alg":"HS256","typ":"JWT"}') + "." + b64(json.dumps(claims).encode())
+    return signing_input + "." + b64(hmac.new(SECRET.encode(), signing_input.encode(), hashlib.sha256).digest())
+
+
+@pytest.fixture
+def clockstep(tmp_path):
+    """(shim .so, control file): the server's CLOCK_REALTIME = real + the file's ms."""
+    so = tmp_path / "clockstep.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    os.path.join(ROOT, "tests", "shims", "clockstep.c"), "-ldl"], check=True, timeout=60)
+    control = tmp_path / "offset"
+    control.write_text("0")
+    return so, control
+
+
+def next_ticks(client, n, ride):
+    """n ticks of `ride` with the monotonic time each arrived."""
+    out = []
+    for _ in range(n):
+        t = client.wait_for(lambda m: m.get("type") == "tick" and m.get("ride") == ride, 3)
+        out.append((t, time.monotonic()))
+    return out
+
+
+def assert_steady(ticks):
+    """One tick per second that passed: elapsed +1, at +1000, seq +1, arrivals ~1 s apart."""
+    for (a, ta), (b, tb) in zip(ticks, ticks[1:]):
+        assert b["elapsed"] - a["elapsed"] == 1, (a, b)
+        assert b["at"] - a["at"] == 1000 and b["seq"] - a["seq"] == 1, (a, b)
+        assert b["seq"] == b["at"] // 1000
+        assert b["fare"] >= a["fare"]
+        assert 0.5 < tb - ta < 1.6, (tb - ta, a, b)
+
+
+def test_wall_clock_steps_do_not_move_rides(clockstep):
+    so, control = clockstep
+    env = {"LD_PRELOAD": str(so), "CLOCKSTEP_FILE": str(control), "RIDEPUSH_JWT_SECRET": SECRET}
+    with Server(auth="jwt", env=env) as s:
+        now = int(time.time())
+        # Expires in 10 minutes: a 60-minute step forward must not expire it.
+        token = jwt({"sub": "rider-1", "scope": "control", "exp": now + 600, "iat": now})
+        with Client(s.ws + "?token=" + token) as c:
+            c.request({"type": "start", "ride": "r-step", "plan": "default"})
+            began = time.monotonic()
+            c.request({"type": "subscribe", "ride": "r-step"})
+            before = next_ticks(c, 3, "r-step")
+            assert_steady(before)
+            control.write_text("-1800000")  # 30 minutes back
+            back = next_ticks(c, 5, "r-step")
+            assert_steady(before[-1:] + back)
+            control.write_text("1800000")  # 60 minutes forward from there
+            forward = next_ticks(c, 5, "r-step")
+            assert_steady(back[-1:] + forward)
+            # Still authorized: no 4401, and a command still works.
+            end = c.request({"type": "end", "ride": "r-step"})
+            lasted = time.monotonic() - began
+        receipt = end["receipt"]
+        assert end["state"] == "ended"
+        assert receipt["elapsed"] in (forward[-1][0]["elapsed"], forward[-1][0]["elapsed"] + 1)
+        assert abs(receipt["elapsed"] - lasted) <= 2, (receipt, lasted)
+        assert receipt["ended_at"] - receipt["started_at"] == pytest.approx(lasted * 1000, abs=2000)
+        _, metrics, _ = s.get("/metrics")
+        values = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line and not line.startswith("#"))
+        assert values["ridepush_clock_steps_total"] == "2"
+        offset = int(values["ridepush_clock_offset_milliseconds"])
+        # Slewed 5 ms per second toward the wall: ~+25 ms while back, ~-25 ms while forward.
+        assert abs(offset - 1_800_000) < 100, offset
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not any("stepped forward" in ln for ln in s.lines):
+            time.sleep(0.05)
+    log = "\n".join(s.lines)
+    assert "wall clock stepped back by 180" in log, log
+    assert "wall clock stepped forward by 360" in log, log

@@ -33,7 +33,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     public var port: Int { listener.port }
 
-    public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock()) throws(ServerError) {
+    public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system) throws(ServerError) {
         self.config = config
         quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock

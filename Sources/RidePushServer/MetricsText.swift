@@ -25,6 +25,10 @@ extension Hub {
         metric("ridepush_rate_limited_total", "counter", "Control messages refused by the per-connection rate limit.", [("", Double(m.rateLimited.load(ordering: .relaxed)))])
         metric("ridepush_control_messages_total", "counter", "Client messages by type and result.",
                m.controlCounts().map { ("{type=\"\($0.type)\",result=\"\($0.result)\"}", Double($0.count)) })
+        if let c = clock as? ClockReport {
+            metric("ridepush_clock_steps_total", "counter", "Wall-clock steps seen (absorbed by slewing, never followed).", [("", Double(c.steps))])
+            metric("ridepush_clock_offset_milliseconds", "gauge", "Wall clock minus the process clock: what slewing has still to absorb.", [("", Double(c.offsetMillis))])
+        }
         histogram(&out, "ridepush_tick_lateness_milliseconds", "How late the shared timer fired after the whole second.", m.lateness)
         histogram(&out, "ridepush_fanout_duration_milliseconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
         return out

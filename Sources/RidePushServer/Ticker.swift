@@ -1,8 +1,8 @@
 import CLibWebSockets
 import RideCore
 
-/// The one shared timer of the process: an lws timer on service thread 0 that fires at each
-/// whole wall-clock second, has the registry encode one tick per ride, and hands the batch
+/// The one shared timer of the process: an lws timer on service thread 0 (lws times it on
+/// CLOCK_MONOTONIC) that fires at each whole second of the process clock, has the registry encode one tick per ride, and hands the batch
 /// to every thread. So every message of one tick carries the same `seq` and `at`, however
 /// many rides and threads there are.
 final class Ticker: @unchecked Sendable {  // service thread 0 only
@@ -45,6 +45,11 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         for (live, frame) in pushes { shard.push(live, frame, except: nil) }
         shard.fanOut(batch)
+        if let c = hub.clock as? ClockReport {
+            for jump in c.takeSteps() {
+                clws_log_warn("wall clock stepped \(jump >= 0 ? "forward" : "back") by \(abs(jump)) ms; not followed: slewing at most \(SlewingClock.maxSlewPPM / 1000) ms per second (offset now \(c.offsetMillis) ms)")
+            }
+        }
         if at - lastPrune > 3_600_000 {
             lastPrune = at
             hub.registry.pruneReplies()
