@@ -160,3 +160,79 @@ def test_wall_clock_steps_do_not_move_rides(clockstep):
     log = "\n".join(s.lines)
     assert "wall clock stepped back by 180" in log, log
     assert "wall clock stepped forward by 360" in log, log
+
+
+# ---- /healthz tells the truth (defect 3) ------------------------------------------------
+
+def health(server, timeout=1.0):
+    """(status, body) of /healthz, or None when no answer came in `timeout` (a request can
+    land on the stalled thread)."""
+    import json
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(server.http + "/healthz", timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+    except (TimeoutError, OSError):
+        return None
+
+
+def wait_health(server, pred, seconds):
+    deadline = time.monotonic() + seconds
+    seen = []
+    while time.monotonic() < deadline:
+        h = health(server)
+        if h is not None:
+            seen.append(h)
+            if pred(*h):
+                return h
+        time.sleep(0.2)
+    raise AssertionError("no matching /healthz in %ss; last %r" % (seconds, seen[-3:]))
+
+
+def test_healthz_reports_a_stalled_ticker_and_thread_with_503():
+    # Debug builds only: tick round 3 blocks thread 0 (the ticker's) for 8 seconds.
+    with Server("--threads", "2", env={"RIDEPUSH_FAULT_STALL_TICKER": "3:8"}) as s:
+        status, body = wait_health(s, lambda st, b: True, 5)
+        assert status == 200 and body["status"] == "ok", body
+        assert body["store"] == "ok" and len(body["thread_loop_age_ms"]) == 2
+        assert body["last_tick_age_ms"] <= 5000
+        status, body = wait_health(s, lambda st, b: st == 503, 15)
+        assert body["status"] == "degraded"
+        assert body["last_tick_age_ms"] > 5000, body
+        assert body["thread_loop_age_ms"][0] > 5000, body
+        assert body["thread_loop_age_ms"][1] <= 5000, body  # it answered this request
+        assert body["store"] == "ok"
+        # The stall ends: ok again by itself.
+        status, body = wait_health(s, lambda st, b: st == 200, 10)
+        assert body["status"] == "ok" and body["last_tick_age_ms"] <= 5000, body
+
+
+def test_healthz_without_a_fault_stays_ok_while_ticking():
+    with Server("--threads", "2") as s:
+        seen = [wait_health(s, lambda st, b: True, 5) for _ in range(3)]
+        time.sleep(2)
+        seen.append(wait_health(s, lambda st, b: True, 5))
+        assert all(st == 200 and b["status"] == "ok" for st, b in seen), seen
+        assert seen[-1][1]["ticks"] >= 2
+        assert max(seen[-1][1]["thread_loop_age_ms"]) <= 1500
+
+
+def test_healthz_reports_a_store_that_cannot_write(tmp_path):
+    from test_durability import fill, mounted_tmpfs
+    with mounted_tmpfs(tmp_path / "small", "size=2m") as small:
+        with Server(store=str(small / "rides.db")) as s, Client(s.ws) as c:
+            assert c.request({"type": "start", "ride": "r-1"})["type"] == "state"
+            assert health(s)[0] == 200
+            filler = fill(str(small))
+            e = c.request({"type": "start", "ride": "r-2"})
+            assert (e["type"], e["code"]) == ("error", "unavailable"), e
+            status, body = health(s)
+            assert status == 503 and body["status"] == "degraded" and body["store"] == "failing", body
+            assert body["last_tick_age_ms"] <= 5000  # only the store is at fault
+            os.unlink(filler)
+            assert c.request({"type": "start", "ride": "r-2"})["type"] == "state"
+            status, body = health(s)
+            assert status == 200 and body["store"] == "ok", body

@@ -13,7 +13,9 @@ extension Shard {
             return respond(wsi, 405, json: errorJSON("method_not_allowed", "only GET is served"))
         }
         switch path {
-        case "/healthz": return respond(wsi, 200, json: hub.healthJSON())
+        case "/healthz":
+            let h = hub.health()
+            return respond(wsi, h.ok ? 200 : 503, json: h.json)
         case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
         case "/quote": return quote(wsi)

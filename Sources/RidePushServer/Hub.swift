@@ -136,11 +136,22 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
     }
 
-    func healthJSON() -> [UInt8] {
+    /// Whether the store takes writes. The hook for the store worker's own probe; until it
+    /// has one, the outcome of the last write (a failed write → false until one succeeds).
+    func storeHealthy() -> Bool { !metrics.storeFailing.load(ordering: .relaxed) }
+
+    /// /healthz: `ok` only when the ticker ticked, every thread looped and the store wrote
+    /// recently enough (Health.stallMillis); otherwise `degraded`, served with HTTP 503.
+    func health() -> (ok: Bool, json: [UInt8]) {
+        let now = monotonicMillis()
+        let tickAge = now - ticker.lastTick.load(ordering: .relaxed)
+        let loopAges = shards.map { now - $0.lastLoop.load(ordering: .relaxed) }
+        let store = storeHealthy()
+        let ok = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store
         let c = registry.counts
         var w = JSONWriter()
         w.beginObject()
-        w.field("status", "ok")
+        w.field("status", ok ? "ok" : "degraded")
         w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
         w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
         w.key("rides")
@@ -155,8 +166,14 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         for shard in shards { w.int(Int64(shard.connectionCount.load(ordering: .relaxed))) }
         w.endArray()
         w.field("ticks", Int64(metrics.tickRounds.load(ordering: .relaxed)))
+        w.field("last_tick_age_ms", tickAge)
+        w.key("thread_loop_age_ms")
+        w.beginArray()
+        for age in loopAges { w.int(age) }
+        w.endArray()
+        w.field("store", store ? "ok" : "failing")
         w.endObject()
-        return w.bytes
+        return (ok, w.bytes)
     }
 
     /// The loaded plans as a GBFS `system_pricing_plans.json` document.

@@ -46,6 +46,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     var tickTime: Int64 = 0
     /// WebSocket connections on this thread (for /healthz; written by this thread only).
     let connectionCount = Atomic<Int>(0)
+    /// Monotonic ms of the service loop's last iteration (/healthz: is this thread alive).
+    let lastLoop = Atomic<Int64>(monotonicMillis())
 
     init(index: Int, hub: Hub, listenFD: Int32) {
         self.index = index
@@ -95,6 +97,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         if index == 0 { hub.ticker.start(on: self) }
         var deadline: Int64 = .max
         while true {
+            lastLoop.store(monotonicMillis(), ordering: .relaxed)
             if stopping {
                 if deadline == .max { deadline = monotonicMillis() + 3000 }
                 if sessions.isEmpty || monotonicMillis() > deadline { break }

@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RideCore
+import Synchronization
 
 /// The one shared timer of the process: an lws timer on service thread 0 (lws times it on
 /// CLOCK_MONOTONIC) that fires at each whole second of the process clock, has the registry encode one tick per ride, and hands the batch
@@ -8,12 +9,15 @@ import RideCore
 final class Ticker: @unchecked Sendable {  // service thread 0 only
     private var schedule = TickSchedule(now: 0)
     private var lastPrune: UnixMillis = 0
+    /// Monotonic ms of the last tick (for /healthz, read from any thread).
+    let lastTick = Atomic<Int64>(0)
     unowned let hub: Hub
 
     init(hub: Hub) { self.hub = hub }
 
     func start(on shard: Shard) {
         schedule = TickSchedule(now: hub.clock.now())
+        lastTick.store(monotonicMillis(), ordering: .relaxed)
         arm(shard)
     }
 
@@ -37,6 +41,8 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         hub.metrics.lateness.observe(Double(now - at))
         hub.metrics.add(hub.metrics.tickRounds)
+        lastTick.store(monotonicMillis(), ordering: .relaxed)
+        Faults.tickRound(hub.metrics.tickRounds.load(ordering: .relaxed))
         let (batch, pushes) = hub.registry.tick(seq: seq, at: at)
         // Hand the other threads their share first so they write while this one does its own.
         for s in hub.shards where s !== shard {
