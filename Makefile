@@ -27,7 +27,7 @@ release: deps
 	$(SWIFT) build -c release
 
 run: release
-	.build/release/ridepush serve --host $(HOST) --port $(PORT) --public ./public
+	.build/release/ridepush serve --host $(HOST) --port $(PORT) --public ./public --create-store
 
 # Test tools from PyPI, every file checked against the hashes in tests/requirements.txt.
 # Behind a TLS-inspecting proxy whose CA pip does not know, the retry skips TLS verification

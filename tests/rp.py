@@ -22,8 +22,12 @@ class Server:
     """One `ridepush serve` process. `args` are extra flags; the port is chosen by the
     server (--port 0) and read back from its 'serving' line."""
 
-    def __init__(self, *args, store="memory", auth="none", env=None, port=0, public=None, popen_kwargs=None):
+    def __init__(self, *args, store="memory", auth="none", env=None, port=0, public=None, popen_kwargs=None,
+                 create_store=True):
         self.args = list(args)
+        # A store file the test names is made if missing (serve refuses a new file without it).
+        if create_store and store != "memory":
+            self.args.append("--create-store")
         self.popen_kwargs = popen_kwargs or {}  # e.g. preexec_fn to lower the file limit
         self.store = store
         self.auth = auth

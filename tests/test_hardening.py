@@ -193,8 +193,8 @@ def wait_health(server, pred, seconds):
 
 
 def test_healthz_reports_a_stalled_ticker_and_thread_with_503():
-    # Debug builds only: tick round 3 blocks thread 0 (the ticker's) for 8 seconds.
-    with Server("--threads", "2", env={"RIDEPUSH_FAULT_STALL_TICKER": "3:8"}) as s:
+    # Debug builds only: tick round 6 blocks thread 0 (the ticker's) for 8 seconds.
+    with Server("--threads", "2", env={"RIDEPUSH_FAULT_STALL_TICKER": "6:8"}) as s:
         status, body = wait_health(s, lambda st, b: True, 5)
         assert status == 200 and body["status"] == "ok", body
         assert body["store"] == "ok" and len(body["thread_loop_age_ms"]) == 2
@@ -236,3 +236,32 @@ def test_healthz_reports_a_store_that_cannot_write(tmp_path):
             assert c.request({"type": "start", "ride": "r-2"})["type"] == "state"
             status, body = health(s)
             assert status == 200 and body["store"] == "ok", body
+
+
+# ---- a mistyped --store is refused (#15.10) --------------------------------------------
+
+def serve_once(*args, timeout=15):
+    from rp import BIN
+    p = subprocess.run([BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--auth", "none",
+                        "--public", os.path.join(ROOT, "public")] + list(args),
+                       capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_a_missing_store_file_needs_create_store(tmp_path):
+    typo = tmp_path / "ridepsuh.db"
+    rc, out = serve_once("--store", str(typo))
+    assert rc != 0 and "serving" not in out, out
+    assert str(typo) in out and "--create-store" in out, out
+    assert not typo.exists(), "nothing was created"
+    # With it, the file is made; later starts need no flag.
+    with Server(store=str(typo)) as s, Client(s.ws) as c:
+        assert c.request({"type": "start", "ride": "r-kept"})["type"] == "state"
+    assert typo.exists()
+    with Server(store=str(typo), create_store=False) as s:
+        assert s.get("/rides/r-kept")[0] == 200
+    # The environment variable does the same (deploy/ridepush.env sets it for the first start).
+    fresh = tmp_path / "fresh.db"
+    with Server(store=str(fresh), create_store=False, env={"RIDEPUSH_CREATE_STORE": "1"}):
+        pass
+    assert fresh.exists()

@@ -16,6 +16,9 @@ protocol ride.v1 at /ws, on one port. Every option can also come from the enviro
   --public DIR             the page's folder (RIDEPUSH_PUBLIC, default ./public)
   --store PATH|memory      SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
                            memory keeps rides only while the process runs
+  --create-store           make the store file if it does not exist (RIDEPUSH_CREATE_STORE=1);
+                           without it a missing file is refused, so a mistyped path cannot
+                           start an empty store
   --plans FILE             GBFS system_pricing_plans.json with the fare plans (RIDEPUSH_PLANS)
   --auth jwt|none          jwt (default): tokens required; none: anyone may do anything
                            (RIDEPUSH_AUTH; refused with a non-loopback --host)
@@ -46,7 +49,7 @@ func serveCommand(_ args: [String]) -> Int32 {
                                "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
                                "--slow-consumer-lag", "--allow-origin"]
     let a: Arguments
-    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy"]) } catch {
+    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy", "--create-store"]) } catch {
         return fail("serve: \(error)")
     }
     if a.has("--help") || a.has("-h") { print(serveUsage); return 0 }
@@ -118,6 +121,11 @@ func serveCommand(_ args: [String]) -> Int32 {
         if c.store == "memory" {
             store = MemoryStore()
         } else {
+            let create = a.has("--create-store") || ["1", "true", "yes"].contains(env["RIDEPUSH_CREATE_STORE"] ?? "")
+            let parent = URL(fileURLWithPath: c.store).deletingLastPathComponent().path
+            if !create, !FileManager.default.fileExists(atPath: c.store), FileManager.default.fileExists(atPath: parent) {
+                throw ServerError("--store \(c.store): no such file. Check the path; to start a new, empty store there, add --create-store (RIDEPUSH_CREATE_STORE=1)")
+            }
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
         }
         let hub = try Hub(config: c, store: store)
