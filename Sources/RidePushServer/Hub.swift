@@ -138,6 +138,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         var w = JSONWriter()
         w.beginObject()
         w.field("status", "ok")
+        w.field("version", BuildInfo.version)
+        w.field("commit", BuildInfo.commit)
         w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
         w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
         w.key("rides")
