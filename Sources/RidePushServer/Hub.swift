@@ -30,10 +30,17 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let vhostName = strdup("ridepush")!
 
     public var port: Int { listener.port }
+    /// `last_updated` of GET /plans: the plans change only at start-up.
+    let plansLoadedAt: Int64
+    /// The bound address for URLs ("127.0.0.1", "[::1]"), and where this machine reaches it.
+    public var urlHost: String { listener.urlHost }
+    public var localURLHost: String { listener.localURLHost }
+    public var listensEverywhere: Bool { listener.isWildcard }
 
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock()) throws(ServerError) {
         self.config = config
         self.clock = clock
+        plansLoadedAt = clock.now() / 1000
         self.store = store
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: config.publicDir, isDirectory: &isDir), isDir.boolValue else {
@@ -160,6 +167,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     /// The loaded plans as a GBFS `system_pricing_plans.json` document.
     func plansDocument() -> [UInt8] {
-        GBFSPlans.document(config.plans, lastUpdated: clock.now() / 1000)
+        GBFSPlans.document(config.plans, lastUpdated: plansLoadedAt)
     }
 }
