@@ -10,9 +10,9 @@ OUT ?= test-output
 
 # Debian packages the build and the tests need (a new machine lacks some of them).
 APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
-APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils
+APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils prometheus
 
-.PHONY: run build release test unit integration deps deps-test venv clean bench
+.PHONY: run build release test unit integration deps deps-test venv clean bench stamp
 
 deps:
 	@bash .ci/apt-ensure.sh $(APT_BUILD)
@@ -20,10 +20,19 @@ deps:
 deps-test: deps
 	@bash .ci/apt-ensure.sh $(APT_TEST)
 
-build: deps
+# The commit `ridepush --version` reports, rewritten only when it changes (so no rebuild);
+# without this file (a plain `swift build`) the binary says "unknown".
+STAMP := Sources/RidePushServer/BuildStamp.swift
+stamp:
+	@c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	  [ "$$c" = unknown ] || git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || c="$$c-dirty"; \
+	  printf '// Written by make (git-ignored): the commit this binary was built from.\nextension BuildInfo {\n    public static let commit = "%s"\n}\n' "$$c" > $(STAMP).tmp; \
+	  if cmp -s $(STAMP).tmp $(STAMP); then rm $(STAMP).tmp; else mv $(STAMP).tmp $(STAMP); fi
+
+build: deps stamp
 	$(SWIFT) build
 
-release: deps
+release: deps stamp
 	$(SWIFT) build -c release
 
 run: release
@@ -45,9 +54,10 @@ unit: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+# RIDEPUSH_CHECK_SCHEMA: every message a test client receives is checked against docs/asyncapi.yaml.
 integration: build venv
 	mkdir -p $(OUT)
-	RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
+	RIDEPUSH_CHECK_SCHEMA=1 RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
 		$(PY) -m pytest -q tests
 
 test: unit integration

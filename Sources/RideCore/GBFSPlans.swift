@@ -35,7 +35,7 @@ public enum GBFSPlans {
         do {
             root = try JSON.parse(bytes)
         } catch {
-            throw PlanError(plan: nil, index: nil, field: "", reason: error.description)
+            throw PlanError(plan: nil, index: nil, field: "", reason: error.located(in: bytes))
         }
         guard case .object(let top) = root else {
             throw PlanError(plan: nil, index: nil, field: "", reason: "must be a JSON object (got \(describe(root)))")

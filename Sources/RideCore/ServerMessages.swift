@@ -58,7 +58,7 @@ public enum ServerMessages {
         w.field("paused", f.paused)
         w.field("fare", f.fare)
         w.field("currency", plan.currency.code)
-        if let r = f.remaining { w.field("remaining", r) }
+        if let r = f.remaining, ride.state != .ended { w.field("remaining", r) }  // nothing is left of an ended ride
     }
 
     static func rideBody(_ w: inout JSONWriter, ride: Ride, plan: FarePlan, at: UnixMillis) {

@@ -32,11 +32,18 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let vhostName = strdup("ridepush")!
 
     public var port: Int { listener.port }
+    /// `last_updated` of GET /plans: the plans change only at start-up.
+    let plansLoadedAt: Int64
+    /// The bound address for URLs ("127.0.0.1", "[::1]"), and where this machine reaches it.
+    public var urlHost: String { listener.urlHost }
+    public var localURLHost: String { listener.localURLHost }
+    public var listensEverywhere: Bool { listener.isWildcard }
 
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system) throws(ServerError) {
         self.config = config
         quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock
+        plansLoadedAt = clock.now() / 1000
         self.store = store
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: config.publicDir, isDirectory: &isDir), isDir.boolValue else {
@@ -152,6 +159,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         var w = JSONWriter()
         w.beginObject()
         w.field("status", ok ? "ok" : "degraded")
+        w.field("version", BuildInfo.version)
+        w.field("commit", BuildInfo.commit)
         w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
         w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
         w.key("rides")
@@ -178,6 +187,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     /// The loaded plans as a GBFS `system_pricing_plans.json` document.
     func plansDocument() -> [UInt8] {
-        GBFSPlans.document(config.plans, lastUpdated: clock.now() / 1000)
+        GBFSPlans.document(config.plans, lastUpdated: plansLoadedAt)
     }
 }

@@ -206,7 +206,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                         pushes.append((live, ServerMessages.state(ride: next, plan: live.plan, at: at, id: nil, prefix: pre)))
                         continue  // the last ride moved into slot i
                     } catch {
-                        clws_log_err("auto-end of ride \(live.id) not recorded, retrying next tick: \(error.message)")
+                        Log.error("auto-end of ride \(live.id) not recorded, retrying next tick: \(error.message)", ["ride": .string(live.id)])
                     }
                 }
                 if let remaining = live.ride.remainingSeconds(at: at), live.ride.state == .riding {
@@ -259,6 +259,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
 
     private func fail(_ e: ProtocolError, _ type: String) -> Outcome {
         metrics.control(type, e.code.rawValue)
+        if e.code == .unavailable { Log.warn("\(type) refused, store unavailable: \(e.message)", ["request_id": .string(e.id ?? ""), "type": .string(type)]) }
         return Outcome(reply: ServerMessages.error(e, prefix: pre), push: nil)
     }
 

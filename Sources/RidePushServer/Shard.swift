@@ -69,7 +69,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         info.protocols = UnsafePointer(hub.protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
-            | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        // lws reads every peer address as the vhost's family: IPv6 only when we listen on it.
+        if !hub.listener.isIPv6 { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
         info.timeout_secs = UInt32(config.handshakeTimeout)
         // A socket that sends no complete request headers (slowloris) is closed this soon too.
         info.timeout_secs_ah_idle = UInt32(config.handshakeTimeout)
@@ -277,7 +278,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         acceptor = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, fd, "ridepush-accept", nil)
         if acceptor == nil {
             close(fd.filefd)
-            clws_log_err("thread \(index): could not watch the listening socket")
+            Log.error("thread \(index): could not watch the listening socket")
         }
     }
 
@@ -330,7 +331,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         let now = monotonicMillis()
         if now - lastBackoffLog > 10_000 {
             lastBackoffLog = now
-            clws_log_warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
+            Log.warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
         }
         acceptor = nil
         backoffMillis = min(max(100, backoffMillis * 2), 2000)
