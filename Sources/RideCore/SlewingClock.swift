@@ -14,7 +14,7 @@ import Synchronization
 /// most 0.3 s early or late) and that keeps the ticks' latency (`at` to delivery) inside its
 /// 5 ms histogram bucket. It is ten times NTP's own 0.5 ms/s, so the millisecond offsets NTP
 /// itself leaves are absorbed in well under a second; a 30-minute step takes 100 hours to
-/// absorb, during which `/metrics` shows the offset (`ridepush_clock_offset_milliseconds`)
+/// absorb, during which `/metrics` shows the offset (`ridepush_clock_offset_seconds`)
 /// and nodes differ by it (a multi-node fleet needs the wall clock right before start).
 public final class SlewingClock: RideClock, ClockReport, @unchecked Sendable {  // state is locked
     /// A time source in microseconds.
