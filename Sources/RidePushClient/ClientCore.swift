@@ -138,6 +138,11 @@ struct ClientCore {
         return id
     }
 
+    /// The app stopped waiting: the request is not sent again.
+    mutating func cancel(_ id: String) {
+        pending.removeAll { $0.id == id }
+    }
+
     mutating func suspend() {
         switch phase {
         case .closed, .suspended: return

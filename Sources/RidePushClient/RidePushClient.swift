@@ -163,6 +163,10 @@ public struct RideFeed: AsyncSequence, Sendable {
     }
 }
 
+final class RequestHandle: Sendable {
+    let state = Mutex<(id: String?, cancelled: Bool)>((nil, false))
+}
+
 final class LatestBox: Sendable {
     let value = Mutex<RideSnapshot?>(nil)
 }
@@ -209,11 +213,28 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// A request's answer. Cancelling the calling task stops waiting for it (a control
+    /// message already sent may still be applied; its id is not sent again).
     func request(_ m: ClientMessage) async throws -> ServerMessage {
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<ServerMessage, any Error>) in
+        let handle = RequestHandle()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<ServerMessage, any Error>) in
+                post { e in
+                    guard !handle.state.withLock({ $0.cancelled }) else { return c.resume(throwing: CancellationError()) }
+                    let id = e.core.request(m)
+                    handle.state.withLock { $0.id = id }
+                    e.waiters[id] = c
+                }
+            }
+        } onCancel: {
             post { e in
-                let id = e.core.request(m)
-                e.waiters[id] = c
+                let id = handle.state.withLock { s -> String? in
+                    s.cancelled = true
+                    return s.id
+                }
+                guard let id else { return }
+                e.core.cancel(id)
+                e.waiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
             }
         }
     }
