@@ -5,8 +5,13 @@ import PackageDescription
 // through system library targets (see the Makefile for the apt packages).
 let package = Package(
     name: "RidePush",
+    // RideCore's ManualClock uses Synchronization's Mutex (iOS 18 / macOS 15), and so does the
+    // client: the oldest platforms an app importing RidePushClient can run on.
+    platforms: [.iOS(.v18), .macOS(.v15), .tvOS(.v18), .watchOS(.v11)],
     products: [
         .executable(name: "ridepush", targets: ["ridepush"]),
+        // The Swift SDK for devices and apps (README: "For app developers").
+        .library(name: "RidePushClient", targets: ["RidePushClient"]),
     ],
     targets: [
         .systemLibrary(
@@ -26,6 +31,14 @@ let package = Package(
         ),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
         .target(name: "RideCore"),
+        // ride.v1 both ways, typed: the one definition the server, the SDK and the CLI share.
+        .target(name: "RideProtocol", dependencies: ["RideCore"]),
+        // The client SDK: reconnecting ride feeds, retry-safe requests; lws transport on Linux,
+        // URLSessionWebSocketTask on Apple platforms.
+        .target(name: "RidePushClient", dependencies: [
+            "RideProtocol", "RideCore",
+            .target(name: "CLibWebSockets", condition: .when(platforms: [.linux])),
+        ]),
         // Durable ride journal behind a small protocol (SQLite, memory).
         .target(name: "RideStore", dependencies: ["RideCore", "CSQLite"]),
         // JWT (HS256) tokens and what they allow.
@@ -33,9 +46,13 @@ let package = Package(
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
         .target(name: "RideBench", dependencies: ["RideCore"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
-        .target(name: "RidePushServer", dependencies: ["RideCore", "RideStore", "RideAuth", "CLibWebSockets"]),
-        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "CLibWebSockets"]),
-        .testTarget(name: "RideCoreTests", dependencies: ["RideCore"]),
+        .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets"]),
+        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets"]),
+        // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
+        .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
+        .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
+        .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
+        .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideStore"]),

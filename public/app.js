@@ -125,10 +125,11 @@
       if (S.ws !== ws) return;
       S.ws = null;
       S.subscribed = false;
-      // 4401/4403: the token is missing, expired or not good for this ride. Retrying cannot
-      // fix that, so stop and say why instead of knocking every 5 s forever.
-      if (ev.code === 4401 || ev.code === 4403) {
-        const code = ev.code === 4401 ? 'unauthorized' : 'forbidden';
+      // 4401: the token is missing, expired or not good (protocol/examples/close-codes.json;
+      // a forbidden ride is an error reply, not a close). Retrying cannot fix that, so stop
+      // and say why instead of knocking every 5 s forever.
+      if (ev.code === 4401) {
+        const code = 'unauthorized';
         if (!S.error || S.error.code !== code) showError(code, ev.reason, S.ride);
         setConn('stopped');
         return;

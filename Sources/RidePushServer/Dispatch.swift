@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 
 extension Shard {
     /// The ride.v1 protocol callback: one switch over what lws tells us.

@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideProtocol
 
 /// HTTP on the WebSocket port: the page from `public/`, `/healthz`, `/metrics`, `/rides/{id}`,
 /// `/plans`, `/quote`.

@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 
 /// ride.v1 message handling: decode → check → registry → reply and push.
 extension Shard {

@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RideCore
+import RideProtocol
 import RideStore
 import Synchronization
 

@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideProtocol
 import Synchronization
 
 /// Work handed to a service thread from another thread.

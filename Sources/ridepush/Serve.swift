@@ -151,6 +151,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         }
         if let t = printToken {
             print("ridepush: open \(scheme)://\(shown):\(hub.port)/?token=\(t)")
+            print("ridepush: device client: RIDEPUSH_TOKEN=\(t) \(CommandLine.arguments[0]) ride start --url \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws")
             print("ridepush: (no secret configured: a random one was made for this process; set RIDEPUSH_JWT_SECRET to keep tokens across restarts)")
         }
         fflush(nil)

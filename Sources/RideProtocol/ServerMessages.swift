@@ -1,3 +1,5 @@
+import RideCore
+
 /// Encoders for server → client messages of ride.v1. Each returns the frame's bytes after
 /// `prefix` spare bytes (libwebsockets writes its frame header in front: LWS_PRE).
 public enum ServerMessages {

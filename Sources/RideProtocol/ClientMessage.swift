@@ -1,3 +1,5 @@
+import RideCore
+
 /// Error codes of protocol ride.v1 (README lists what each means).
 public enum ErrorCode: String, Sendable, Equatable {
     case badRequest = "bad_request"

@@ -1,5 +1,6 @@
 import XCTest
-@testable import RideCore
+import RideCore
+@testable import RideProtocol
 
 /// ride.v1 both ways: `ClientCodec.decode` for every client message and every way one can be
 /// wrong, and the exact bytes of the server's encoders (field order included).
