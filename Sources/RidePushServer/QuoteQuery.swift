@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RideCore
+import RideProtocol
 
 /// What is wrong with a `/quote?…` query, in words a person can act on: which parameter,
 /// what it said and what it should say. Checked before the quote is computed.

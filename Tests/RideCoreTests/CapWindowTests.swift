@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import RideCore
+import RideProtocol
 
 /// fare_capping billed without walking the windows (issue 15, defect 1): `GET /quote` with a
 /// capped plan and seconds=Int64.max looped once per 12-hour window, ~2×10^14 times, on a
