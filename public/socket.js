@@ -35,6 +35,14 @@
       url.hash = h ? '#' + h : '';
       history.replaceState(history.state, '', url.pathname + url.search + url.hash);
     }
+    if (!takeToken.watching) {
+      // A link pasted into this tab that differs only in its #token=… does not reload the
+      // page by itself; reload so the new token is taken like any other.
+      takeToken.watching = true;
+      window.addEventListener('hashchange', () => {
+        if (new URLSearchParams(location.hash.replace(/^#/, '')).has('token')) location.reload();
+      });
+    }
     if (fromLink) {
       try { sessionStorage.setItem(key, fromLink); } catch (e) { /* kept in memory only */ }
       return fromLink;
