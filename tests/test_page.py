@@ -711,3 +711,43 @@ def test_paused_for_and_billed_labels_and_no_share_after_end(server, browsers):
     assert rows.get("pause") == "일시정지 요금 (과금 0분) 0원", rows
     B.screenshot(d, "paused-1280-receipt-labels")
     no_page_errors(d)
+
+
+def test_page_links_with_tokens_never_reach_nginx_logs(tmp_path):
+    """Issue 15 item 9 behind nginx (deploy/nginx/ridepush.conf, the real file): a link with
+    a token is answered by nginx itself with the token moved into the fragment, so no
+    request line with a token goes upstream, and none is written to the access or the error
+    log even while RidePush is down (a 502 logs the whole request line)."""
+    from test_deploy import Nginx
+    srv = Server().start()
+    ng = Nginx(tmp_path, srv.port).start()
+    try:
+        status, _, headers = ng.get("/?ride=r-1&token=SECRET-PAGE-TOKEN")
+        assert status == 302 and headers["Location"] == "/?ride=r-1#token=SECRET-PAGE-TOKEN", (status, dict(headers))
+        status, _, headers = ng.get("/ops/?token=SECRET-OPS-TOKEN")
+        assert status == 302 and headers["Location"] == "/ops/?ride=#token=SECRET-OPS-TOKEN", (status, dict(headers))
+        status, body, _ = ng.get("/?ride=r-1")
+        assert status == 200 and b"<html" in body.lower()
+        srv.stop()
+        # RidePush down: the page link still never reaches the upstream (no 502 line with
+        # its token); the asset and socket requests the page makes carry none.
+        status, _, headers = ng.get("/?ride=r-1&token=SECRET-WHILE-DOWN")
+        assert status == 302, status
+        for path in ("/ws", "/app.js", "/ops/"):
+            status, _, _ = ng.get(path)
+            assert status == 502, (path, status)
+        site_errors = ng.logs / "ridepush.error.log"
+        deadline = time.monotonic() + 5
+        logs = ""
+        while time.monotonic() < deadline and logs.count("upstream") < 3:
+            time.sleep(0.1)
+            logs = site_errors.read_text() if site_errors.exists() else ""
+        logs += ng.error_log()
+        assert logs.count("upstream") >= 3, logs
+        access = (ng.logs / "ridepush.access.log").read_text()
+        for secret in ("SECRET-PAGE-TOKEN", "SECRET-OPS-TOKEN", "SECRET-WHILE-DOWN"):
+            assert secret not in logs, logs
+            assert secret not in access, access
+    finally:
+        ng.stop()
+        srv.stop()
