@@ -134,12 +134,16 @@ def test_client_goldens_cover_every_client_message_type():
 # ---- the page ---------------------------------------------------------------------------
 
 def app_js():
-    with open(os.path.join(ROOT, "public", "app.js"), encoding="utf-8") as f:
-        return f.read()
+    """The rider page's code: app.js and the socket module it shares with the ops console."""
+    src = ""
+    for name in ("app.js", "socket.js"):
+        with open(os.path.join(ROOT, "public", name), encoding="utf-8") as f:
+            src += f.read()
+    return src
 
 
 def page_handled_types(src):
-    body = src[src.index("function handle(m)"):]
+    body = src[src.index("function handle(m"):]
     body = body[:body.index("\n  }\n")]
     return set(re.findall(r"case '([a-z_]+)':", body))
 
