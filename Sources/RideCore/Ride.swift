@@ -43,6 +43,10 @@ public enum RideCommand: String, Sendable, Equatable {
 public struct RideError: Error, Equatable, Sendable, CustomStringConvertible {
     public let state: RideState
     public let command: RideCommand
+    public init(state: RideState, command: RideCommand) {
+        self.state = state
+        self.command = command
+    }
     public var description: String {
         switch state {
         case .ended: return "ride has ended; cannot \(command.rawValue)"
