@@ -97,6 +97,18 @@ public struct Ride: Sendable, Equatable {
         }
     }
 
+    /// The state machine, once: what `command` at `t` records and the ride after it, or why not.
+    public func step(_ command: RideCommand, at t: UnixMillis, metres: Int64 = 0) -> Result<(RideTransition, Ride), RideError> {
+        let at = max(t, lastInstant)
+        let tr: RideTransition
+        switch command {
+        case .pause: tr = .pause(at: at)
+        case .resume: tr = .resume(at: at)
+        case .end: tr = .end(at: at, reason: .rider, metres: metres)
+        }
+        return applying(tr).map { (tr, $0) }
+    }
+
     /// Applies a recorded transition. Replaying a journal calls this for each entry.
     public func applying(_ tr: RideTransition) -> Result<Ride, RideError> {
         var next = self
