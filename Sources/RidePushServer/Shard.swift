@@ -145,12 +145,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             guard let s = sessions[serial] else { return }
             if let ride, let own = s.subscription(for: ride.id) { supersedeTick(own) }
             s.enqueue(frame)
-            answered(s)
+            perform(s, s.conn.answered())
         case .found(let serial, let then, let live, let failure):
             if case .http(let token, let claims) = then { return rideFound(token, claims, live, failure) }
             guard let s = sessions[serial] else { return }
-            resume(s, then, live, failure)
-            answered(s)
+            perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
         case .shutdown: beginShutdown()
         }
     }
@@ -204,9 +203,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         let full = Int64(hub.config.keepalive) * 1000
         // Tokens that expired (past the leeway) since they were checked: refused, 4401.
         let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
+        let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
         for s in sessions.values {
-            if s.tokenExp <= expiredBefore, s.closing == nil {
-                refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one"))
+            if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
+            // An upgrade that never authenticates would hold its per-address place forever.
+            if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
+                perform(s, s.conn.authTimedOut(hub))
             }
             let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {
