@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
-        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideStore"]),
+        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
     ],
     swiftLanguageModes: [.v6]

@@ -58,6 +58,10 @@ public enum ClientMessage: Sendable, Equatable {
 public struct ClientEnvelope: Sendable, Equatable {
     public var id: String?
     public var message: ClientMessage
+    public init(id: String?, message: ClientMessage) {
+        self.id = id
+        self.message = message
+    }
 }
 
 public enum ClientCodec {

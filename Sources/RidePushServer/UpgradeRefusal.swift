@@ -1,3 +1,4 @@
+import RideProtocol
 import CLibWebSockets
 import Synchronization
 
@@ -50,7 +51,7 @@ extension Shard {
     /// operator acts on (flooding, slow consumers), with the rider when a token named one.
     func logClose(_ s: Session, code: UInt16, reason: String) {
         var rider = ""
-        if let a = s.access { rider = a.rider }
+        if let a = s.conn.access { rider = a.rider }
         let message = "closing connection from \(s.peer) with \(code): \(reason)"
         let fields: Log.Fields = ["peer": .string(s.peer), "rider": .string(rider), "close_code": .int(Int64(code))]
         if code == 1008 || code == 4008 { Log.warn(message, fields) } else { Log.info(message, fields) }

@@ -135,7 +135,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             }
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
         }
-        let hub = try Hub(config: c, store: store)
+        let hub = try Hub(config: c, store: store, faults: .fromEnvironment())
         let scheme = c.tlsCert == nil ? "http" : "https"
         // What is really bound; for every interface also where this machine reaches it.
         let bound = hub.urlHost, shown = hub.localURLHost
