@@ -242,14 +242,14 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
 
     private func record(_ id: String?, _ scope: String, _ reply: [UInt8], _ at: UnixMillis) -> ReplyRecord? {
         // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
-        id.map { ReplyRecord(key: ReplyKey(scope: scope, id: $0), bytes: Array(reply[pre...]), at: at) }
+        id.map { ReplyRecord(key: ReplyKey(scope: scope, id: $0), request: "", bytes: Array(reply[pre...]), at: at) }
     }
 
     /// The reply already sent for this request id, if it was applied before. When the store
     /// cannot tell, say so: answering as if never applied would give a misleading conflict.
     private func replayed(_ key: ReplyKey) -> Outcome? {
         let found: [UInt8]?
-        do throws(StoreError) { found = try store.reply(for: key) } catch {
+        do throws(StoreError) { found = try store.reply(for: key)?.bytes } catch {
             return fail(ProtocolError(.unavailable, "could not read earlier replies: \(error.message)", id: key.id), "retry")
         }
         guard let bytes = found else { return nil }
