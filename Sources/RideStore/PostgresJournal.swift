@@ -1,24 +1,22 @@
 import RideCore
 
-/// One journal entry as the nodes exchange it: the ride's fixed fields travel with it so a
-/// node that never saw the ride's start can still build the ride from its entries.
-public struct JournalEntry: Sendable, Equatable {
-    public let ride: String
+/// A journal entry as a node's catch-up read returns it: the ride's fixed fields travel with
+/// it, so a node that never saw the ride's start can still build the ride.
+public struct FeedEntry: Sendable, Equatable {
+    public let entry: JournalEntry
     public let planID: String
     public let owner: String?
     public let limit: Int64?
-    /// 1 for the start; each later entry of the ride is the previous one's + 1.
-    public let seq: Int64
-    public let transition: RideTransition
 
-    public init(ride: String, planID: String, owner: String?, limit: Int64?, seq: Int64, transition: RideTransition) {
-        self.ride = ride
+    public init(_ entry: JournalEntry, planID: String, owner: String?, limit: Int64?) {
+        self.entry = entry
         self.planID = planID
         self.owner = owner
         self.limit = limit
-        self.seq = seq
-        self.transition = transition
     }
+
+    public var ride: String { entry.ride }
+    public var seq: Int64 { entry.seq }
 }
 
 /// Where a node's catch-up read of the whole journal stands: the (transaction id, position)
@@ -43,89 +41,94 @@ public struct JournalCursor: Sendable, Equatable, Comparable, CustomStringConver
 /// at most 64 bytes, far under NOTIFY's 8,000-byte limit); it is only a hint to read.
 public let journalChannel = "ridepush"
 
-/// What a conditional write found.
-enum WriteOutcome: Equatable {
-    case written
-    /// The ride's last sequence number was not the expected one (another node appended
-    /// first), or the ride does not exist; nothing was written.
-    case stale
-    /// A ride with this id already exists (create only); nothing was written.
-    case exists
-    /// The reply key is already recorded; nothing was written.
-    case replyExists
-}
-
 /// The store's SQL, as functions over a connection, independent of how the server calls the
-/// store (one request at a time or a batch per transaction). Writes run inside a transaction
-/// the caller opened; each one is a single statement, so a batch costs one round trip per
-/// entry plus BEGIN and COMMIT, and a refused entry leaves nothing behind (no error is raised
-/// for it, so the batch's transaction goes on).
+/// store. Writes run inside the transaction of a `commit`; each costs one statement (one
+/// round trip), and a refused write leaves nothing behind without raising an error, so the
+/// batch's transaction goes on.
 enum PostgresJournal {
-    // MARK: writes
-
-    /// Creates the ride row and its start entry (seq 1) and records `reply`, or nothing.
-    static func create(_ c: PostgresConnection, id: String, planID: String, owner: String?, limit: Int64?,
-                       startedAt: UnixMillis, reply: ReplyRecord?) throws(PostgresError) -> WriteOutcome {
-        // The reply first: its insert waits for a concurrent insert of the same key and then
-        // does nothing, so at most one node records a request. The ride depends on it.
-        let r = try c.query("""
-            WITH p AS (
-                INSERT INTO ridepush.replies (scope, id, bytes, at)
-                SELECT $6::bytea, $7::bytea, $8::bytea, $9::bigint WHERE $6::bytea IS NOT NULL
-                ON CONFLICT DO NOTHING RETURNING 1),
-            r AS (
-                INSERT INTO ridepush.rides (id, plan_id, owner, time_limit, started_at, ended_at, seq)
-                SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, NULL, 1
-                WHERE $6::bytea IS NULL OR EXISTS (SELECT FROM p)
-                ON CONFLICT (id) DO NOTHING RETURNING id),
-            j AS (
-                INSERT INTO ridepush.journal (ride_id, seq, kind, at)
-                SELECT id, 1, 'start', $5::bigint FROM r RETURNING ride_id)
-            SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM j),
-                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':1') FROM j) n)
-            """, [.text(id), .text(planID), .text(owner), .int(limit), .int(startedAt)] + replyParams(reply))
-        let replied = r.int(0, 0) ?? 0, written = r.int(0, 1) ?? 0
-        if written == 1 { return .written }
-        if reply != nil && replied == 0 { return .replyExists }
-        if replied == 1 {
-            // The ride id was taken after our reply went in: take the reply back out, so the
-            // refusal leaves nothing (the rare path; the common one is a single statement).
-            try c.query("DELETE FROM ridepush.replies WHERE scope = $1::bytea AND id = $2::bytea",
-                        [.bytes(Array(reply!.key.scope.utf8)), .bytes(Array(reply!.key.id.utf8))])
-        }
-        return .exists
+    /// What a ride row holds for checking an append.
+    struct RideRow: Equatable {
+        var lastSeq: Int64
+        var state: RideState
     }
 
-    /// Appends `transition` as entry `seq` of the ride if its last entry is `seq - 1`, with
-    /// `reply`, and notifies the other nodes; or writes nothing.
-    static func append(_ c: PostgresConnection, ride id: String, seq: Int64, _ t: RideTransition,
-                       reply: ReplyRecord?) throws(PostgresError) -> WriteOutcome {
+    // MARK: writes
+
+    /// Locks the rows of `ids` that exist, in id order, and returns them. Taking every lock of
+    /// a batch up front and in one order means two nodes' batches never deadlock; under READ
+    /// COMMITTED a row another node is writing is read once that node commits, so the checks
+    /// made against these rows hold until this transaction ends.
+    static func lockRides(_ c: PostgresConnection, _ ids: [String], label: String) throws(PostgresError) -> [String: RideRow] {
+        guard !ids.isEmpty else { return [:] }
+        let sorted = Array(Set(ids)).sorted()
+        let r = try c.query("""
+            SELECT id, last_seq, state FROM ridepush.rides WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
+            """, [.text(arrayLiteral(sorted))])
+        var out: [String: RideRow] = [:]
+        for i in 0..<r.count {
+            guard let seq = r.int(i, 1), let state = RideState(rawValue: r.text(i, 2)) else {
+                throw PostgresError(.value, "ride \(r.text(i, 0)) has an unreadable seq or state '\(r.text(i, 2))'")
+            }
+            out[r.text(i, 0)] = RideRow(lastSeq: seq, state: state)
+        }
+        return out
+    }
+
+    enum Outcome: Equatable { case written, idExists, replyExists }
+
+    /// Creates the ride row and its start entry (seq 1), records `reply` and notifies; or
+    /// writes nothing.
+    static func create(_ c: PostgresConnection, _ new: NewRide, reply: ReplyRecord?) throws(PostgresError) -> Outcome {
+        // The ride row first: its insert waits for a concurrent insert of the same id (another
+        // node's start) and then does nothing. The reply depends on the row, the entry on both.
+        let r = try c.query("""
+            WITH r AS (
+                INSERT INTO ridepush.rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
+                VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::bigint, NULL, 1, 'riding')
+                ON CONFLICT (id) DO NOTHING RETURNING id),
+            p AS (
+                INSERT INTO ridepush.replies (scope, id, request, bytes, at)
+                SELECT $6::bytea, $7::bytea, $8::text, $9::bytea, $10::bigint FROM r WHERE $6::bytea IS NOT NULL
+                ON CONFLICT DO NOTHING RETURNING 1),
+            j AS (
+                INSERT INTO ridepush.journal (ride_id, seq, kind, at)
+                SELECT id, 1, 'start', $5::bigint FROM r WHERE $6::bytea IS NULL OR EXISTS (SELECT FROM p)
+                RETURNING ride_id)
+            SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j),
+                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':1') FROM j) n)
+            """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)] + replyParams(reply))
+        if (r.int(0, 1) ?? 0) == 1 { return .written }
+        if (r.int(0, 0) ?? 0) == 0 { return .idExists }
+        // The row went in but the reply key was taken: take the row back out (the rare path).
+        try c.query("DELETE FROM ridepush.rides WHERE id = $1::text", [.text(new.id)])
+        return .replyExists
+    }
+
+    /// Appends `entry` (already checked against the locked row) with `reply` and notifies;
+    /// or, when the reply key is taken, writes nothing.
+    static func append(_ c: PostgresConnection, _ entry: JournalEntry, reply: ReplyRecord?) throws(PostgresError) -> Outcome {
+        let t = entry.transition
         var reason: String?
         var metres: Int64?
-        if case .end(_, let why, let m) = t { (reason, metres) = (why.rawValue, m) }
-        // FOR UPDATE takes the ride's row lock and, under READ COMMITTED, re-reads the row
-        // once a concurrent writer commits: the loser of a race sees the new seq and matches
-        // nothing. Everything after depends on that row, so a refusal writes nothing.
+        var endedAt: Int64?
+        if case .end(let at, let why, let m) = t { (reason, metres, endedAt) = (why.rawValue, m, at) }
         let r = try c.query("""
-            WITH cur AS (
-                SELECT id FROM ridepush.rides WHERE id = $1::text AND seq = $2::integer - 1 FOR UPDATE),
-            p AS (
-                INSERT INTO ridepush.replies (scope, id, bytes, at)
-                SELECT $7::bytea, $8::bytea, $9::bytea, $10::bigint FROM cur WHERE $7::bytea IS NOT NULL
+            WITH p AS (
+                INSERT INTO ridepush.replies (scope, id, request, bytes, at)
+                SELECT $8::bytea, $9::bytea, $10::text, $11::bytea, $12::bigint WHERE $8::bytea IS NOT NULL
                 ON CONFLICT DO NOTHING RETURNING 1),
-            r AS (
-                UPDATE ridepush.rides SET seq = $2::integer,
-                    ended_at = CASE WHEN $3::text = 'end' THEN $4::bigint ELSE ended_at END
-                WHERE id IN (SELECT id FROM cur) AND ($7::bytea IS NULL OR EXISTS (SELECT FROM p))
+            u AS (
+                UPDATE ridepush.rides SET last_seq = $2::integer, state = $7::text, ended_at = COALESCE($13::bigint, ended_at)
+                WHERE id = $1::text AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))
                 RETURNING id),
             j AS (
                 INSERT INTO ridepush.journal (ride_id, seq, kind, at, reason, metres)
-                SELECT id, $2::integer, $3::text, $4::bigint, $5::text, $6::bigint FROM r RETURNING ride_id)
-            SELECT (SELECT count(*) FROM cur), (SELECT count(*) FROM j),
+                SELECT id, $2::integer, $3::text, $4::bigint, $5::text, $6::bigint FROM u RETURNING ride_id)
+            SELECT (SELECT count(*) FROM j),
                    (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':' || $2::integer) FROM j) n)
-            """, [.text(id), .int(seq), .text(t.kind), .int(t.at), .text(reason), .int(metres)] + replyParams(reply))
-        if (r.int(0, 1) ?? 0) == 1 { return .written }
-        return (r.int(0, 0) ?? 0) == 0 ? .stale : .replyExists
+            """, [.text(entry.ride), .int(entry.seq), .text(t.kind), .int(t.at), .text(reason), .int(metres),
+                  .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)])
+        return (r.int(0, 0) ?? 0) == 1 ? .written : .replyExists
     }
 
     static func prune(_ c: PostgresConnection, repliesBefore instant: UnixMillis) throws(PostgresError) {
@@ -133,13 +136,20 @@ enum PostgresJournal {
     }
 
     private static func replyParams(_ reply: ReplyRecord?) -> [PGValue] {
-        guard let reply else { return [.null, .null, .null, .null] }
-        return [.bytes(Array(reply.key.scope.utf8)), .bytes(Array(reply.key.id.utf8)), .bytes(reply.bytes), .int(reply.at)]
+        guard let reply else { return [.null, .null, .null, .null, .null] }
+        return [.bytes(Array(reply.key.scope.utf8)), .bytes(Array(reply.key.id.utf8)), .text(reply.request),
+                .bytes(reply.bytes), .int(reply.at)]
+    }
+
+    /// A PostgreSQL array literal of text values (ride ids never hold quotes or backslashes,
+    /// but they are escaped anyway).
+    static func arrayLiteral(_ items: [String]) -> String {
+        "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
     }
 
     // MARK: reads
 
-    private static let rideColumns = "r.id, r.plan_id, r.owner, r.time_limit, r.seq, j.seq, j.kind, j.at, j.reason, j.metres"
+    private static let rideColumns = "r.id, r.plan_id, r.owner, r.time_limit, r.last_seq, j.seq, j.kind, j.at, j.reason, j.metres"
 
     static func openRides(_ c: PostgresConnection, label: String) throws(StoreError) -> [StoredRide] {
         try rides(c, label: label, """
@@ -155,14 +165,15 @@ enum PostgresJournal {
             """, [.text(id)]).first
     }
 
-    static func reply(_ c: PostgresConnection, for key: ReplyKey) throws(PostgresError) -> [UInt8]? {
-        let r = try c.query("SELECT bytes FROM ridepush.replies WHERE scope = $1::bytea AND id = $2::bytea",
+    static func reply(_ c: PostgresConnection, for key: ReplyKey) throws(PostgresError) -> StoredReply? {
+        let r = try c.query("SELECT bytes, request FROM ridepush.replies WHERE scope = $1::bytea AND id = $2::bytea",
                             [.bytes(Array(key.scope.utf8)), .bytes(Array(key.id.utf8))])
-        return r.count == 0 ? nil : r.bytes(0, 0)
+        guard r.count > 0, let bytes = r.bytes(0, 0) else { return nil }
+        return StoredReply(request: r.optionalText(0, 1), bytes: bytes)
     }
 
     /// Entries of one ride after `seq`, in order (what a NOTIFY hint asks a node to read).
-    static func entries(_ c: PostgresConnection, ride id: String, after seq: Int64, label: String) throws(StoreError) -> [JournalEntry] {
+    static func entries(_ c: PostgresConnection, ride id: String, after seq: Int64, label: String) throws(StoreError) -> [FeedEntry] {
         let r = try run(label) { () throws(PostgresError) in
             try c.query("""
                 SELECT r.id, r.plan_id, r.owner, r.time_limit, j.seq, j.kind, j.at, j.reason, j.metres
@@ -170,13 +181,13 @@ enum PostgresJournal {
                 WHERE j.ride_id = $1::text AND j.seq > $2::integer ORDER BY j.seq
                 """, [.text(id), .int(seq)])
         }
-        return try (0..<r.count).map { (i: Int) throws(StoreError) -> JournalEntry in try entry(r, i, offset: 0, label: label) }
+        return try (0..<r.count).map { (i: Int) throws(StoreError) -> FeedEntry in try entry(r, i, offset: 0, label: label) }
     }
 
     /// Entries after `cursor` in journal order, at most `limit`, only from transactions that
     /// every later reader will also see as finished; and the cursor after them.
     static func feed(_ c: PostgresConnection, after cursor: JournalCursor, limit: Int,
-                     label: String) throws(StoreError) -> (entries: [JournalEntry], cursor: JournalCursor) {
+                     label: String) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor) {
         let r = try run(label) { () throws(PostgresError) in
             try c.query("""
                 SELECT r.id, r.plan_id, r.owner, r.time_limit, j.seq, j.kind, j.at, j.reason, j.metres,
@@ -187,7 +198,7 @@ enum PostgresJournal {
                 ORDER BY j.txid, j.position LIMIT $3::integer
                 """, [.int(cursor.txid), .int(cursor.position), .int(Int64(limit))])
         }
-        var out: [JournalEntry] = []
+        var out: [FeedEntry] = []
         var next = cursor
         for i in 0..<r.count {
             out.append(try entry(r, i, offset: 0, label: label))
@@ -226,7 +237,7 @@ enum PostgresJournal {
                 guard e.seq == Int64(journal.count) + 1 else {
                     throw StoreError(.corrupt, "\(label): ride \(id) has journal entry \(e.seq) where \(journal.count + 1) belongs")
                 }
-                journal.append(e.transition)
+                journal.append(e.entry.transition)
                 i += 1
             }
             guard Int64(journal.count) == last,
@@ -240,7 +251,7 @@ enum PostgresJournal {
 
     /// Reads an entry whose columns start at 0 (id, plan, owner, limit) and, after `offset`
     /// extra columns, (seq, kind, at, reason, metres).
-    private static func entry(_ r: PGResult, _ i: Int, offset: Int, label: String) throws(StoreError) -> JournalEntry {
+    private static func entry(_ r: PGResult, _ i: Int, offset: Int, label: String) throws(StoreError) -> FeedEntry {
         let id = r.text(i, 0)
         let base = 4 + offset
         guard let seq = r.int(i, base), let at = r.int(i, base + 2) else {
@@ -259,7 +270,7 @@ enum PostgresJournal {
         case let other:
             throw StoreError(.corrupt, "\(label): ride \(id) has an unknown transition '\(other)'")
         }
-        return JournalEntry(ride: id, planID: r.text(i, 1), owner: r.optionalText(i, 2), limit: r.int(i, 3), seq: seq, transition: t)
+        return FeedEntry(JournalEntry(ride: id, seq: seq, transition: t), planID: r.text(i, 1), owner: r.optionalText(i, 2), limit: r.int(i, 3))
     }
 
     @discardableResult

@@ -19,9 +19,10 @@ enum PostgresSchema {
                 applied_at timestamptz NOT NULL DEFAULT now()
             );
             -- One row per ride: what the start fixed, when it ended (NULL while open, so a
-            -- starting node finds the open rides through a small partial index) and the
-            -- sequence number of its last journal entry, which a conditional append compares
-            -- (optimistic concurrency across nodes).
+            -- starting node finds the open rides through a small partial index), and the
+            -- number and resulting state of its last journal entry, which an append is
+            -- checked against under the row's lock (optimistic concurrency across nodes, one
+            -- row read however long the journal).
             CREATE TABLE ridepush.rides (
                 id         text PRIMARY KEY,
                 plan_id    text NOT NULL,
@@ -29,7 +30,8 @@ enum PostgresSchema {
                 time_limit bigint,                 -- riding seconds; NULL = none
                 started_at bigint NOT NULL,        -- Unix ms, same as the start entry
                 ended_at   bigint,                 -- Unix ms of the end entry
-                seq        integer NOT NULL CHECK (seq >= 1)
+                last_seq   integer NOT NULL CHECK (last_seq >= 1),
+                state      text NOT NULL CHECK (state IN ('riding', 'paused', 'ended'))
             );
             CREATE INDEX rides_open ON ridepush.rides (id) WHERE ended_at IS NULL;
             -- The journal: a ride is its entries in seq order (1 = start). txid and position
@@ -55,6 +57,7 @@ enum PostgresSchema {
             CREATE TABLE ridepush.replies (
                 scope bytea NOT NULL,              -- rider sub, empty before auth
                 id    bytea NOT NULL,              -- client request id
+                request text NOT NULL,             -- what was asked ("pause r-42")
                 bytes bytea NOT NULL,              -- the exact reply frame
                 at    bigint NOT NULL,             -- Unix ms recorded; pruned after 24 h
                 PRIMARY KEY (scope, id)

@@ -1,9 +1,9 @@
 import RideCore
 
-/// The ride store on PostgreSQL, shared by every node of a fleet. Same rules as
-/// `SQLiteStore` (same conflicts, same validation, all-or-nothing calls); on top, an append
-/// is conditional on the ride's last sequence number in the database, so when two nodes race
-/// on one ride exactly one commits, and every commit notifies the other nodes.
+/// The ride store on PostgreSQL, shared by every node of a fleet. Same contract as
+/// `SQLiteStore` (same refusals, `StoreRules`); an append is checked against the ride's row
+/// under its lock, so when two nodes append the same seq to one ride exactly one commits,
+/// and every written entry notifies the other nodes in the same transaction.
 ///
 /// Not `Sendable`, like the other stores: one owner thread. A lost connection is reopened on
 /// the next call, at most once per backoff interval (250 ms doubling to 5 s), so calls made
@@ -17,6 +17,8 @@ public final class PostgresStore: RideStore {
     private var closed = false
     private var backoff: Duration = .zero
     private var retryAt: ContinuousClock.Instant = .now
+    /// Tests hold a transaction open here (its row locks taken) to race another node.
+    var beforeCommit: (() -> Void)?
 
     /// Connects, then creates or upgrades the schema. Throws `.unavailable` (cannot
     /// connect or authenticate: the message has libpq's words), `.newerSchema`, `.corrupt`
@@ -40,33 +42,60 @@ public final class PostgresStore: RideStore {
 
     // MARK: writes
 
-    @discardableResult
-    public func create(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis,
-                       reply: ReplyRecord?) throws(StoreError) -> StoredRide {
-        let outcome = try transaction { (c: PostgresConnection) throws(PostgresError) in
-            try PostgresJournal.create(c, id: id, planID: planID, owner: owner, limit: limit, startedAt: startedAt, reply: reply)
+    /// One transaction for the batch: lock the rides it appends to (in id order), check each
+    /// write against the locked rows as the batch goes (a write sees the ones before it),
+    /// write it in one statement with its reply and its NOTIFY, COMMIT. synchronous_commit is
+    /// on, so COMMIT returns once PostgreSQL has the WAL on disk.
+    ///
+    /// A connection lost at COMMIT leaves the outcome unknown. Unlike an fsync error in a
+    /// local file, that is not a reason to stop: PostgreSQL itself decides durability (and
+    /// stops itself on an fsync failure), and the answer can be read back. So it is reported
+    /// as `.unavailable`; if it did commit, the node's catch-up read applies the entries, and a
+    /// retry with the same request id gets the recorded reply, so it is still applied once.
+    public func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
+        if batch.isEmpty {
+            _ = try connection()
+            return []
         }
-        switch outcome {
-        case .written: return StoredRide(id: id, planID: planID, owner: owner, limit: limit, journal: [.start(at: startedAt)])!
-        case .replyExists: throw StoreError(.conflict, "a reply is already recorded for \(reply!.key)")
-        case .exists, .stale: throw StoreError(.conflict, "ride \(id) already exists")
-        }
-    }
-
-    @discardableResult
-    public func append(ride id: String, _ transition: RideTransition, reply: ReplyRecord?) throws(StoreError) -> StoredRide {
-        // Validated against the database, not a node's copy: another node may have moved the
-        // ride on. The append is conditional on what was read, so a write in between makes
-        // this one refuse rather than apply to a state it did not check.
-        guard let current = try ride(id) else { throw StoreError(.notFound, "no ride \(id)") }
-        let next = try current.appending(transition).get()
-        let outcome = try transaction { (c: PostgresConnection) throws(PostgresError) in
-            try PostgresJournal.append(c, ride: id, seq: Int64(next.journal.count), transition, reply: reply)
-        }
-        switch outcome {
-        case .written: return next
-        case .replyExists: throw StoreError(.conflict, "a reply is already recorded for \(reply!.key)")
-        case .stale, .exists: throw StoreError(.conflict, "ride \(id) changed on another node; \(transition.kind) not applied")
+        return try transaction { (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
+            var rows = try PostgresJournal.lockRides(c, batch.map(\.rideID), label: label)
+            var results: [WriteResult] = []
+            results.reserveCapacity(batch.count)
+            for write in batch {
+                switch write {
+                case .create(let new, let reply):
+                    if rows[new.id] != nil {
+                        results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                        continue
+                    }
+                    switch try PostgresJournal.create(c, new, reply: reply) {
+                    case .written:
+                        rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
+                        results.append(.written)
+                    case .idExists:
+                        results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                    case .replyExists:
+                        results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                    }
+                case .append(let entry, let reply):
+                    guard let row = rows[entry.ride] else {
+                        results.append(.refused(StoreError(.notFound, "no ride \(entry.ride)")))
+                        continue
+                    }
+                    if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
+                        results.append(.refused(e))
+                        continue
+                    }
+                    switch try PostgresJournal.append(c, entry, reply: reply) {
+                    case .written:
+                        rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
+                        results.append(.written)
+                    case .replyExists, .idExists:
+                        results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                    }
+                }
+            }
+            return results
         }
     }
 
@@ -86,7 +115,7 @@ public final class PostgresStore: RideStore {
         try PostgresJournal.ride(try connection(), id, label: label)
     }
 
-    public func reply(for key: ReplyKey) throws(StoreError) -> [UInt8]? {
+    public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
         let c = try connection()
         return try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresJournal.reply(c, for: key) }
     }
@@ -123,6 +152,7 @@ public final class PostgresStore: RideStore {
             do {
                 try c.query("BEGIN")
                 let value = try body(c)
+                beforeCommit?()
                 try c.query("COMMIT")
                 return value
             } catch {

@@ -5,20 +5,13 @@ import RideCore
 
 /// What only the PostgreSQL store has: connecting (passwords, timeouts), the schema in a
 /// shared database, conditional appends across connections, NOTIFY and the catch-up feed.
-/// One server for the class, one fresh database per test.
+/// One server for the test process, one fresh database per test.
 final class PostgresStoreTests: XCTestCase {
-    nonisolated(unsafe) static var server: TestPostgres?
     var pg: TestPostgres!
     var db: String!
 
-    override class func tearDown() {
-        server?.stop()
-        server = nil
-    }
-
     override func setUpWithError() throws {
-        if Self.server == nil { Self.server = try TestPostgres.start() }
-        pg = Self.server
+        pg = try TestPostgres.shared()
         db = try pg.createDatabase()
     }
 
@@ -130,57 +123,61 @@ final class PostgresStoreTests: XCTestCase {
 
     // MARK: across nodes
 
-    /// Two nodes that both saw the ride at seq 1 race to append seq 2: the first commits,
-    /// the second waits on the row lock, then finds seq 2 and writes nothing (not even its
-    /// reply).
-    func testConditionalAppendHasExactlyOneWinner() throws {
-        let store = try open()
-        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
-        let a = try PostgresConnection(pg.settings(database: db))
-        let b = try PostgresConnection(pg.settings(database: db))
-        try a.query("BEGIN")
-        XCTAssertEqual(try PostgresJournal.append(a, ride: "r", seq: 2, .end(at: t0 + 5, reason: .rider, metres: 1), reply: nil), .written)
-        let loser = ReplyRecord(key: ReplyKey(scope: "u", id: "b-1"), bytes: [1, 2], at: t0)
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var outcome: Result<WriteOutcome, PostgresError>?
-        nonisolated(unsafe) let other = b  // handed to the thread; this one no longer uses it
-        Thread.detachNewThread {
-            outcome = Result { () throws(PostgresError) in
-                try other.query("BEGIN")
-                let o = try PostgresJournal.append(other, ride: "r", seq: 2, .pause(at: t0 + 6), reply: loser)
-                try other.query("COMMIT")
-                return o
-            }
-            done.signal()
+    /// Two nodes that both saw the ride at seq 1 race to append entry 2: the first holds the
+    /// ride's row lock until it commits; the second waits on it, then reads the committed row
+    /// and is refused (its reply not recorded either).
+    func testTwoNodesAppendingTheSameSeqHaveExactlyOneWinner() throws {
+        nonisolated(unsafe) let a = try open()
+        nonisolated(unsafe) let b = try open()
+        try a.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        let locked = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+        let aDone = DispatchSemaphore(value: 0), bDone = DispatchSemaphore(value: 0)
+        a.beforeCommit = {
+            locked.signal()
+            _ = go.wait(timeout: .now() + 10)
         }
-        // b is blocked on a's row lock until a commits.
-        XCTAssertEqual(done.wait(timeout: .now() + 0.5), .timedOut)
-        try a.query("COMMIT")
-        XCTAssertEqual(done.wait(timeout: .now() + 5), .success)
-        XCTAssertEqual(try outcome?.get(), .stale)
-        XCTAssertEqual(try store.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 5, reason: .rider, metres: 1)])
-        XCTAssertNil(try store.reply(for: loser.key))
-        XCTAssertEqual(try pg.admin("SELECT seq, ended_at FROM ridepush.rides", database: db).int(0, 1), t0 + 5)
+        nonisolated(unsafe) var aResult: Result<[WriteResult], StoreError>?
+        nonisolated(unsafe) var bResult: Result<[WriteResult], StoreError>?
+        let loser = ReplyRecord(key: ReplyKey(scope: "u", id: "b-1"), request: "pause r", bytes: [1, 2], at: t0)
+        Thread.detachNewThread {
+            aResult = Result { () throws(StoreError) in
+                try a.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 5, reason: .rider, metres: 1)), reply: nil)])
+            }
+            aDone.signal()
+        }
+        XCTAssertEqual(locked.wait(timeout: .now() + 10), .success)
+        Thread.detachNewThread {
+            bResult = Result { () throws(StoreError) in
+                try b.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 6)), reply: loser)])
+            }
+            bDone.signal()
+        }
+        XCTAssertEqual(bDone.wait(timeout: .now() + 0.5), .timedOut)  // b waits on a's row lock
+        go.signal()
+        XCTAssertEqual(aDone.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(bDone.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(try aResult?.get(), [.written])
+        XCTAssertEqual(try bResult?.get(), [.refused(StoreError(.conflict, "ride r: ride has ended; cannot pause"))])
+        XCTAssertEqual(try b.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 5, reason: .rider, metres: 1)])
+        XCTAssertNil(try b.reply(for: loser.key))
+        let row = try pg.admin("SELECT last_seq, state, ended_at FROM ridepush.rides", database: db)
+        XCTAssertEqual([row.int(0, 0), row.int(0, 2)], [2, t0 + 5])
+        XCTAssertEqual(row.text(0, 1), "ended")
     }
 
-    func testAnotherNodesChangeMakesAnAppendRefuseNotApplyToAStaleState() throws {
+    /// The same race when both are allowed (a pause and an end of a riding ride): still one
+    /// winner, the other refused by seq, because it was decided from a state that is gone.
+    func testAnAppendDecidedFromAStaleSeqIsRefusedEvenIfItWouldApply() throws {
         let a = try open()
         let b = try open()
         try a.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
-        try a.append(ride: "r", .pause(at: t0 + 1_000), reply: nil)
-        // b re-reads: the ride is paused, so b's pause is refused and its resume applies.
-        var e = storeError { () throws(StoreError) in try b.append(ride: "r", .pause(at: t0 + 2_000), reply: nil) }
-        XCTAssertEqual(e?.kind, .conflict)
-        XCTAssertEqual(e?.message, "ride r: ride is paused; cannot pause")
-        XCTAssertEqual(try b.append(ride: "r", .resume(at: t0 + 3_000), reply: nil).ride.state, .riding)
-        // Stale by seq, directly: entry 3 exists, so another 3 is refused and 5 is not next.
-        let c = try PostgresConnection(pg.settings(database: db))
-        XCTAssertEqual(try PostgresJournal.append(c, ride: "r", seq: 3, .pause(at: t0 + 4_000), reply: nil), .stale)
-        XCTAssertEqual(try PostgresJournal.append(c, ride: "r", seq: 5, .pause(at: t0 + 4_000), reply: nil), .stale)
-        XCTAssertEqual(try PostgresJournal.append(c, ride: "ghost", seq: 2, .pause(at: t0), reply: nil), .stale)
-        e = storeError { () throws(StoreError) in try b.create(id: "r", planID: "q", owner: nil, limit: nil, startedAt: t0, reply: nil) }
+        XCTAssertEqual(try a.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1_000)), reply: nil)]), [.written])
+        XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]),
+                       [.refused(StoreError(.conflict, "ride r: entry 2 is not the next one (the last is 2)"))])
+        XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 3, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]), [.written])
+        XCTAssertEqual(try a.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1_000), .end(at: t0 + 2_000, reason: .rider, metres: 0)])
+        let e = storeError { () throws(StoreError) in try b.create(id: "r", planID: "q", owner: nil, limit: nil, startedAt: t0, reply: nil) }
         XCTAssertEqual(e?.message, "ride r already exists")
-        XCTAssertEqual(try a.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1_000), .resume(at: t0 + 3_000)])
     }
 
     /// A start whose id is taken leaves its reply out too (the reply goes in first; the
@@ -188,15 +185,15 @@ final class PostgresStoreTests: XCTestCase {
     func testCreateRefusalsLeaveNothingBehind() throws {
         let store = try open()
         let k1 = ReplyKey(scope: "u\u{0}1", id: "q\u{0}1")  // bytea keys: a NUL is fine
-        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, bytes: [9], at: t0))
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start r", bytes: [9], at: t0))
         let k2 = ReplyKey(scope: "u", id: "q2")
-        var e = storeError { () throws(StoreError) in try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k2, bytes: [8], at: t0)) }
+        var e = storeError { () throws(StoreError) in try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k2, request: "start r", bytes: [8], at: t0)) }
         XCTAssertEqual(e?.message, "ride r already exists")
         XCTAssertNil(try store.reply(for: k2))
-        e = storeError { () throws(StoreError) in try store.create(id: "s", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, bytes: [7], at: t0)) }
+        e = storeError { () throws(StoreError) in try store.create(id: "s", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start s", bytes: [7], at: t0)) }
         XCTAssertEqual(e?.message, "a reply is already recorded for request q\u{0}1 of u\u{0}1")
         XCTAssertNil(try store.ride("s"))
-        XCTAssertEqual(try store.reply(for: k1), [9])
+        XCTAssertEqual(try store.reply(for: k1), StoredReply(request: "start r", bytes: [9]))
         // Text columns cannot hold a NUL: refused before PostgreSQL, as a conflict.
         e = storeError { () throws(StoreError) in try store.create(id: "n", planID: "p", owner: "a\u{0}b", limit: nil, startedAt: t0, reply: nil) }
         XCTAssertEqual(e?.kind, .conflict)
@@ -231,19 +228,19 @@ final class PostgresStoreTests: XCTestCase {
 
         let slow = try PostgresConnection(pg.settings(database: db))
         try slow.query("BEGIN")
-        XCTAssertEqual(try PostgresJournal.create(slow, id: "slow", planID: "p", owner: nil, limit: nil, startedAt: t0 + 1, reply: nil), .written)
+        XCTAssertEqual(try PostgresJournal.create(slow, NewRide(id: "slow", planID: "p", owner: nil, limit: nil, startedAt: t0 + 1), reply: nil), .written)
         try store.create(id: "fast", planID: "p", owner: nil, limit: nil, startedAt: t0 + 2, reply: nil)
         try store.append(ride: "early", .end(at: t0 + 3, reason: .timeLimit, metres: 0), reply: nil)
 
         var read = try PostgresJournal.feed(reader, after: cursor, limit: 100, label: label)
-        XCTAssertEqual(read.entries, [JournalEntry(ride: "early", planID: "p", owner: "u", limit: 60, seq: 1, transition: .start(at: t0))])
+        XCTAssertEqual(read.entries, [FeedEntry(JournalEntry(ride: "early", seq: 1, transition: .start(at: t0)), planID: "p", owner: "u", limit: 60)])
         cursor = read.cursor
         try slow.query("COMMIT")
         read = try PostgresJournal.feed(reader, after: cursor, limit: 2, label: label)
         XCTAssertEqual(read.entries.map { "\($0.ride):\($0.seq)" }, ["slow:1", "fast:1"])
         read = try PostgresJournal.feed(reader, after: read.cursor, limit: 100, label: label)
-        XCTAssertEqual(read.entries, [JournalEntry(ride: "early", planID: "p", owner: "u", limit: 60, seq: 2,
-                                                   transition: .end(at: t0 + 3, reason: .timeLimit, metres: 0))])
+        XCTAssertEqual(read.entries, [FeedEntry(JournalEntry(ride: "early", seq: 2, transition: .end(at: t0 + 3, reason: .timeLimit, metres: 0)),
+                                                planID: "p", owner: "u", limit: 60)])
         XCTAssertEqual(try PostgresJournal.feed(reader, after: read.cursor, limit: 100, label: label).entries, [])
         XCTAssertEqual(try PostgresJournal.entries(reader, ride: "early", after: 1, label: label).map(\.seq), [2])
     }

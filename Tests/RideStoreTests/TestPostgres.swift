@@ -25,6 +25,15 @@ final class TestPostgres {
         return versions.map { "\(root)/\($0)/bin" }.first { FileManager.default.isExecutableFile(atPath: "\($0)/postgres") }
     }
 
+    /// One server for the whole test process, stopped when it exits.
+    static func shared() throws -> TestPostgres {
+        if let s = sharedServer { return s }
+        let s = try start()
+        sharedServer = s
+        atexit { sharedServer?.stop() }
+        return s
+    }
+
     /// Starts a server, or throws XCTSkip if PostgreSQL is not installed.
     static func start() throws -> TestPostgres {
         guard let bin = binDir else {
@@ -160,6 +169,8 @@ final class TestPostgres {
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 }
+
+nonisolated(unsafe) private var sharedServer: TestPostgres?
 
 struct HarnessError: Error, CustomStringConvertible {
     let description: String
