@@ -9,9 +9,9 @@ public struct PostgresSettings: Sendable {
     /// From `--store-password-file`; wins over a password in the URI.
     public var password: String?
     /// Connecting (TCP, TLS, authentication) must finish within this.
-    public var connectTimeoutMillis: Int = 5_000
+    public var connectTimeoutMillis: Int = 3_000
     /// Any one statement; the client gives up 2 s after it (the server is gone).
-    public var statementTimeoutMillis: Int = 5_000
+    public var statementTimeoutMillis: Int = 3_000
     public var applicationName: String = "ridepush"
 
     public init(uri: String, password: String? = nil) {

@@ -17,6 +17,10 @@ public final class PostgresStore: RideStore {
     private var closed = false
     private var backoff: Duration = .zero
     private var retryAt: ContinuousClock.Instant = .now
+    /// The server process of the current connection (a node ignores its own NOTIFYs).
+    public let ownBackend = BackendID()
+    /// Whether the last call reached PostgreSQL.
+    public let health = ConnectionHealth()
     /// Tests hold a transaction open here (its row locks taken) to race another node.
     var beforeCommit: (() -> Void)?
 
@@ -29,6 +33,7 @@ public final class PostgresStore: RideStore {
         let c = try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresConnection(settings) }
         try PostgresJournal.migrate(c, label: label)
         conn = c
+        ownBackend.set(c.backendPID)
     }
 
     public func close() {
@@ -37,7 +42,7 @@ public final class PostgresStore: RideStore {
         conn = nil
     }
 
-    /// Whether the last call reached PostgreSQL (what /healthz reports).
+    /// Whether the connection is open now (owner thread only; other threads read `health`).
     public var isConnected: Bool { conn?.isOpen ?? false }
 
     // MARK: writes
@@ -127,18 +132,22 @@ public final class PostgresStore: RideStore {
         if closed { throw StoreError(.unavailable, "\(label): closed") }
         if let conn, conn.isOpen { return conn }
         conn = nil
+        ownBackend.set(0)
         let now = ContinuousClock.now
         if now < retryAt {
-            throw StoreError(.unavailable, "\(label): PostgreSQL unreachable; next attempt in \(now.duration(to: retryAt))")
+            throw StoreError(.unavailable, "\(label): PostgreSQL unreachable (\(health.lastFailure)); next attempt in \(now.duration(to: retryAt).formatted(.units(allowed: [.milliseconds])))")
         }
         do {
             let c = try PostgresConnection(settings)
             conn = c
             backoff = .zero
+            ownBackend.set(c.backendPID)
+            health.up()
             return c
         } catch {
             backoff = backoff == .zero ? .milliseconds(250) : min(backoff * 2, .seconds(5))
             retryAt = ContinuousClock.now + backoff
+            health.down(error.message)
             throw StoreError(postgres: error, label: label)
         }
     }
@@ -156,7 +165,7 @@ public final class PostgresStore: RideStore {
                 try c.query("COMMIT")
                 return value
             } catch {
-                if c.isOpen { _ = try? c.query("ROLLBACK") }
+                if c.isOpen { _ = try? c.query("ROLLBACK") } else { health.down(error.message) }
                 attempt += 1
                 if error.kind == .server, error.sqlState == "40P01" || error.sqlState == "40001", attempt < 3 { continue }
                 throw StoreError(postgres: error, label: label)

@@ -245,6 +245,61 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try PostgresJournal.entries(reader, ride: "early", after: 1, label: label).map(\.seq), [2])
     }
 
+    func testListenerHearsCommitsWithTheirSenderAndNoticesBeingTerminated() throws {
+        let listener = try PostgresListener(pg.settings(database: db))
+        let store = try open()
+        try store.create(id: "r:1", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        var got: [PostgresNotification] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while got.isEmpty && ContinuousClock.now < deadline { got = try listener.wait(millis: 200) }
+        XCTAssertEqual(got.map(\.payload), ["r:1:1"])
+        XCTAssertEqual(got.first?.senderPID, store.ownBackend.value)
+        XCTAssertNotEqual(store.ownBackend.value, 0)
+        XCTAssertEqual(PostgresListener.hint("r:1:1")?.ride, "r:1")
+        XCTAssertEqual(PostgresListener.hint("r:1:1")?.seq, 1)
+        XCTAssertNil(PostgresListener.hint("r-1"))
+        XCTAssertNil(PostgresListener.hint(":3"))
+        XCTAssertNil(PostgresListener.hint("r:0"))
+        let app = try pg.admin("SELECT application_name FROM pg_stat_activity WHERE pid = \(listener.backendPID)")
+        XCTAssertEqual(app.text(0, 0), "ridepush-listen")
+
+        try pg.admin("SELECT pg_terminate_backend(\(listener.backendPID))")
+        var failure: StoreError?
+        let until = ContinuousClock.now + .seconds(5)
+        while failure == nil && ContinuousClock.now < until {
+            failure = storeError { () throws(StoreError) in _ = try listener.wait(millis: 200) }
+        }
+        XCTAssertEqual(failure?.kind, .unavailable)
+        XCTAssertTrue(failure?.message.contains("connection lost waiting for notifications") ?? false, failure?.message ?? "")
+        XCTAssertFalse(listener.isOpen)
+        XCTAssertTrue(try PostgresListener(pg.settings(database: db)).isOpen)
+    }
+
+    /// While the server is down every call fails fast (the first with libpq's words, the
+    /// next ones without another connect until the backoff passes), and health says so; once
+    /// it is back the store reconnects by itself.
+    func testServerGoneThenBackIsUnavailableThenFine() throws {
+        let store = try open()
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
+        let began = ContinuousClock.now
+        var e = storeError { () throws(StoreError) in try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertFalse(store.health.isUp)
+        e = storeError { () throws(StoreError) in try store.ride("r") }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.contains("database \"\(db!)\" is not currently accepting connections") ?? false, e?.message ?? "")
+        e = storeError { () throws(StoreError) in try store.ride("r") }
+        XCTAssertTrue(e?.message.contains("PostgreSQL unreachable (") ?? false, e?.message ?? "")
+        XCTAssertTrue(e?.message.contains("; next attempt in ") ?? false, e?.message ?? "")
+        XCTAssertLessThan(ContinuousClock.now - began, .seconds(2))
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
+        usleep(300_000)  // past the first backoff (250 ms)
+        XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]), [.written])
+        XCTAssertTrue(store.health.isUp)
+    }
+
     /// A journal edited by hand so it no longer replays is reported, not guessed at.
     func testDamagedJournalIsReportedAsCorrupt() throws {
         let store = try open()
