@@ -7,8 +7,8 @@ import Synchronization
 /// It reads nothing itself; it tells the store worker what to read (`wake`), so every change
 /// to the rides stays on the worker's thread:
 /// - a NOTIFY from another node's commit → that ride's hint, coalesced, at once;
-/// - every `catchUpEvery` and after every (re)connect → a full catch-up read, because a
-///   notification sent while the listener was away is lost, never queued.
+/// - every `catchUpEvery` (listening or not) and after every (re)connect → a full catch-up
+///   read, because a notification sent while the listener was away is lost, never queued.
 /// The listener also pings on that beat, so a dead server is noticed within the statement
 /// deadline even when nothing is notified. Reconnects back off 250 ms → 5 s.
 final class ClusterFeed: Sendable {
@@ -45,9 +45,26 @@ final class ClusterFeed: Sendable {
     private func run() {
         var listener: PostgresListener?
         var backoff: Duration = .zero
+        var retryAt = ContinuousClock.now
         var nextBeat = ContinuousClock.now + catchUpEvery
         while !stopping.load(ordering: .relaxed) {
+            // The catch-up beat goes on while the listener is away: the worker reads through
+            // its own connection, so transitions still arrive, seconds late instead of at once.
+            if ContinuousClock.now >= nextBeat {
+                nextBeat = ContinuousClock.now + catchUpEvery
+                wake([:], true)
+                if let l = listener {
+                    do throws(StoreError) { try l.ping() } catch {
+                        lost(error, &listener, &backoff, &retryAt)
+                        continue
+                    }
+                }
+            }
             guard let l = listener else {
+                if ContinuousClock.now < retryAt {
+                    pause(min(.milliseconds(250), ContinuousClock.now.duration(to: retryAt)))
+                    continue
+                }
                 do throws(StoreError) {
                     listener = try PostgresListener(settings)
                     if backoff != .zero {
@@ -61,7 +78,7 @@ final class ClusterFeed: Sendable {
                     if health.isUp { clws_log_warn("cluster feed: \(error.message); reconnecting with backoff") }
                     health.down(error.message)
                     backoff = backoff == .zero ? .milliseconds(250) : min(backoff * 2, .seconds(5))
-                    pause(backoff)
+                    retryAt = ContinuousClock.now + backoff
                 }
                 continue
             }
@@ -74,22 +91,22 @@ final class ClusterFeed: Sendable {
                     hints[h.ride] = max(hints[h.ride] ?? 0, h.seq)
                 }
                 if !hints.isEmpty { wake(hints, false) }
-                if ContinuousClock.now >= nextBeat {
-                    nextBeat = ContinuousClock.now + catchUpEvery
-                    try l.ping()
-                    wake([:], true)
-                }
             } catch {
-                clws_log_warn("cluster feed: \(error.message); reconnecting")
-                health.down(error.message)
-                l.close()
-                listener = nil
-                backoff = .milliseconds(250)
-                pause(backoff)
+                lost(error, &listener, &backoff, &retryAt)
             }
         }
         listener?.close()
         stopped.signal()
+    }
+
+    private func lost(_ error: StoreError, _ listener: inout PostgresListener?, _ backoff: inout Duration,
+                      _ retryAt: inout ContinuousClock.Instant) {
+        clws_log_warn("cluster feed: \(error.message); reconnecting")
+        health.down(error.message)
+        listener?.close()
+        listener = nil
+        backoff = .milliseconds(250)
+        retryAt = ContinuousClock.now + backoff
     }
 
     /// Sleeps in slices so `stop` is not kept waiting by a long backoff.

@@ -207,7 +207,7 @@ final class PostgresConnection {
     private func connect() throws(PostgresError) {
         // Order matters: libpq keeps the last value of a repeated keyword. Defaults come
         // first so the URI (expanded from `dbname`) overrides them; what must hold whatever
-        // the URI says (UTF-8, an explicit password file's password) comes after it.
+        // the URI says (UTF-8, the name, a password file's password) comes after it.
         var pairs: [(String, String)] = [
             ("connect_timeout", String(max(2, (settings.connectTimeoutMillis + 999) / 1000))),
             ("keepalives", "1"),
@@ -216,9 +216,10 @@ final class PostgresConnection {
             ("keepalives_count", "2"),
             // Unacknowledged data (a request sent to a host that vanished) fails after this.
             ("tcp_user_timeout", String(settings.statementTimeoutMillis)),
-            ("application_name", settings.applicationName),
             ("dbname", settings.uri),
             ("client_encoding", "UTF8"),
+            // Ours, whatever the URI says: operators find a node's two sessions by it.
+            ("application_name", settings.applicationName),
         ]
         if let password = settings.password { pairs.append(("password", password)) }
         let keys = pairs.map { strdup($0.0) }
