@@ -40,7 +40,8 @@ public struct PostgresSettings: Sendable {
     /// The URI with any password replaced by `***`, for logs and error messages.
     public var redacted: String { Self.redact(uri) }
 
-    static func redact(_ uri: String) -> String {
+    /// `uri` with its password hidden; anything that is not a URI comes back unchanged.
+    public static func redact(_ uri: String) -> String {
         guard let scheme = uri.range(of: "://") else { return uri }
         var out = String(uri[..<scheme.upperBound])
         var rest = uri[scheme.upperBound...]

@@ -14,8 +14,12 @@ protocol ride.v1 at /ws, on one port. Every option can also come from the enviro
   --host ADDR              IPv4 address to bind (RIDEPUSH_HOST, default 127.0.0.1)
   --port N                 port, 0 picks a free one (RIDEPUSH_PORT, default 8080)
   --public DIR             the page's folder (RIDEPUSH_PUBLIC, default ./public)
-  --store PATH|memory      SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
-                           memory keeps rides only while the process runs
+  --store PATH|memory|postgresql://USER@HOST:PORT/DB
+                           SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
+                           memory keeps rides only while the process runs; a libpq URI
+                           shares one PostgreSQL store between nodes (deploy/README.md)
+  --store-password-file F  PostgreSQL password, first line of F (RIDEPUSH_STORE_PASSWORD_FILE;
+                           else from the URI, PGPASSFILE or ~/.pgpass)
   --plans FILE             GBFS system_pricing_plans.json with the fare plans (RIDEPUSH_PLANS)
   --auth jwt|none          jwt (default): tokens required; none: anyone may do anything
                            (RIDEPUSH_AUTH; refused with a non-loopback --host)
@@ -44,7 +48,8 @@ func serveCommand(_ args: [String]) -> Int32 {
     let valued: Set<String> = ["--host", "--port", "--public", "--store", "--plans", "--auth", "--jwt-secret-file",
                                "--tls-cert", "--tls-key", "--threads", "--max-frame", "--max-subscriptions",
                                "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
-                               "--slow-consumer-lag", "--allow-origin"]
+                               "--slow-consumer-lag", "--allow-origin",
+                               "--store-password-file"]
     let a: Arguments
     do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy"]) } catch {
         return fail("serve: \(error)")
@@ -117,13 +122,15 @@ func serveCommand(_ args: [String]) -> Int32 {
         let store: RideStore
         if c.store == "memory" {
             store = MemoryStore()
+        } else if PostgresSettings.isURI(c.store) {
+            store = try openPostgres(c.store, passwordFile: opt("--store-password-file", "RIDEPUSH_STORE_PASSWORD_FILE"))
         } else {
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
         }
         let hub = try Hub(config: c, store: store)
         let scheme = c.tlsCert == nil ? "http" : "https"
         let shown = c.host == "0.0.0.0" ? "127.0.0.1" : c.host
-        print("ridepush: serving \(scheme)://\(shown):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws, \(c.threads) threads, store \(c.store))")
+        print("ridepush: serving \(scheme)://\(shown):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws, \(c.threads) threads, store \(PostgresSettings.redact(c.store)))")
         if let t = printToken {
             print("ridepush: open \(scheme)://\(shown):\(hub.port)/?token=\(t)")
             print("ridepush: (no secret configured: a random one was made for this process; set RIDEPUSH_JWT_SECRET to keep tokens across restarts)")
@@ -154,6 +161,18 @@ func waitForSignals(then stop: @escaping @Sendable () -> Void) {
         sigwait(&s, &sig)
         clws_log_user("signal \(sig): closing connections")
         stop()
+    }
+}
+
+/// The PostgreSQL store named by a `--store` URI: connects (every failure names the URI with
+/// its password hidden), creates or upgrades the schema.
+func openPostgres(_ uri: String, passwordFile: String?) throws(ServerError) -> RideStore {
+    var settings = PostgresSettings(uri: uri)
+    do throws(StoreError) {
+        if let passwordFile { settings.password = try PostgresSettings.password(fromFile: passwordFile) }
+        return try PostgresStore(settings)
+    } catch {
+        throw ServerError("--store: \(error.message)")
     }
 }
 
