@@ -48,14 +48,14 @@ public final class SQLiteStore: RideStore {
         do {
             try db.run("COMMIT")
         } catch {
-            // Still in the transaction (SQLITE_FULL, BUSY): nothing was applied, and we know it.
-            if db.inTransaction, !db.lastFailureWasIO {
-                try? db.run("ROLLBACK")
-                throw StoreError(.unavailable, error.message)
-            }
-            // An I/O error at COMMIT: the log may or may not hold it. Only a restart, reading
-            // the file, can tell; retrying an fsync that failed would lie.
-            throw StoreError(.commitFailed, error.message)
+            // An I/O error at COMMIT (a failed write or fsync of the log): the log may or may
+            // not hold it. Only a restart, reading the file, can tell; retrying an fsync that
+            // failed would lie (the kernel may have dropped the dirty pages already).
+            if db.lastFailureWasIO { throw StoreError(.commitFailed, error.message) }
+            // Anything else (SQLITE_FULL: no room for the log's frames, BUSY) leaves no commit
+            // record in the log, so nothing was applied, and we know it.
+            if db.inTransaction { try? db.run("ROLLBACK") }
+            throw StoreError(.unavailable, error.message)
         }
         return results
     }
