@@ -13,7 +13,7 @@ extension Shard {
             return respond(wsi, 405, json: errorJSON("method_not_allowed", "only GET is served"))
         }
         switch path {
-        case "/healthz": return respond(wsi, 200, json: hub.healthJSON())
+        case "/healthz": return respond(wsi, hub.isHealthy ? 200 : 503, json: hub.healthJSON())
         case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
         case "/quote": return quote(wsi)

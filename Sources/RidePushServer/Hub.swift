@@ -20,6 +20,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     private let perAddress = Mutex<[String: Int]>([:])
     /// The one thread that talks to the store (group commit); see StoreCoordinator.
     private(set) var storeWorker: StoreWorker<StoreCoordinator>!
+    /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
+    private(set) var clusterFeed: ClusterFeed?
+    private(set) var storeHealth: ConnectionHealth?
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
@@ -82,7 +85,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
         self.registry = registry
         var book = RideBook(plans: config.plans)
+        var cluster: ClusterCatchUp?
         do {
+            // Before the open rides: whatever commits while they load is read again, never missed.
+            if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
             let open = try store.openRides()
             registry.publishing { v in
                 for stored in open {
@@ -93,7 +99,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         } catch {
             throw ServerError("cannot load rides: \(error.message)")
         }
-        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics) {
+        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster) {
             [unowned self] i, events in shards[i].post(events)
         }
         storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
@@ -103,6 +109,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         registry.connect(storeWorker)
+        if let pg = store as? PostgresStore {
+            let worker: StoreWorker<StoreCoordinator> = storeWorker
+            storeHealth = pg.health
+            clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
+                worker.submit([.cluster(hints: hints, catchUp: catchUp)])
+            }
+        }
         for i in 0..<threads {
             let shard = Shard(index: i, hub: self, listenFD: listener.fd)
             try shard.create(config: config)
@@ -113,6 +126,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Services every thread until `shutdown()`; returns when all sessions were closed.
     public func run() {
         storeWorker.start()
+        clusterFeed?.start()
         let done = DispatchGroup()
         for shard in shards {
             done.enter()
@@ -127,6 +141,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         done.wait()
         for shard in shards { lws_context_destroy(shard.context) }
         close(listener.fd)
+        clusterFeed?.stop()
         storeWorker.stop()
     }
 
@@ -151,11 +166,20 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
     }
 
+    /// False while the shared store or this node's listener cannot reach PostgreSQL: the node
+    /// keeps ticking, but cannot record transitions (or hears of others' seconds late), so
+    /// /healthz answers 503 for load balancers.
+    var isHealthy: Bool { (storeHealth?.isUp ?? true) && (clusterFeed?.health.isUp ?? true) }
+
     func healthJSON() -> [UInt8] {
         let c = registry.counts
         var w = JSONWriter()
         w.beginObject()
-        w.field("status", "ok")
+        w.field("status", isHealthy ? "ok" : "degraded")
+        if let storeHealth, let clusterFeed {
+            w.field("store", storeHealth.isUp ? "ok" : "unreachable")
+            w.field("listener", clusterFeed.health.isUp ? "ok" : "unreachable")
+        }
         w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
         w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
         w.key("rides")

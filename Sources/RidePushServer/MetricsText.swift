@@ -25,6 +25,14 @@ extension Hub {
         metric("ridepush_rate_limited_total", "counter", "Control messages refused by the per-connection rate limit.", [("", Double(m.rateLimited.load(ordering: .relaxed)))])
         metric("ridepush_control_messages_total", "counter", "Client messages by type and result.",
                m.controlCounts().map { ("{type=\"\($0.type)\",result=\"\($0.result)\"}", Double($0.count)) })
+        if let storeHealth, let clusterFeed {
+            metric("ridepush_store_up", "gauge", "1 while the shared PostgreSQL store answers, 0 while it cannot be reached.",
+                   [("", storeHealth.isUp ? 1 : 0)])
+            metric("ridepush_cluster_listener_up", "gauge", "1 while this node's LISTEN connection to PostgreSQL is up.",
+                   [("", clusterFeed.health.isUp ? 1 : 0)])
+            metric("ridepush_cluster_listener_reconnects_total", "counter", "Times the LISTEN connection was opened again after a loss.",
+                   [("", Double(clusterFeed.reconnects.load(ordering: .relaxed)))])
+        }
         histogram(&out, "ridepush_tick_lateness_milliseconds", "How late the shared timer fired after the whole second.", m.lateness)
         histogram(&out, "ridepush_fanout_duration_milliseconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
         return out

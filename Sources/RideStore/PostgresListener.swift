@@ -25,15 +25,15 @@ public final class BackendID: Sendable {
 
 extension PostgresStore: SharedJournal {
     public func startCursor() throws(StoreError) -> JournalCursor {
-        try PostgresJournal.startCursor(try connection(), label: label)
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.startCursor(c, label: label) }
     }
 
     public func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor) {
-        try PostgresJournal.feed(try connection(), after: cursor, limit: limit, label: label)
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.feed(c, after: cursor, limit: limit, label: label) }
     }
 
     public func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry] {
-        try PostgresJournal.entries(try connection(), ride: ride, after: seq, label: label)
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.entries(c, ride: ride, after: seq, label: label) }
     }
 }
 

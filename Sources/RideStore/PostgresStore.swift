@@ -113,16 +113,28 @@ public final class PostgresStore: RideStore {
     // MARK: reads (single statements: each sees one snapshot)
 
     public func openRides() throws(StoreError) -> [StoredRide] {
-        try PostgresJournal.openRides(try connection(), label: label)
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.openRides(c, label: label) }
     }
 
     public func ride(_ id: String) throws(StoreError) -> StoredRide? {
-        try PostgresJournal.ride(try connection(), id, label: label)
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.ride(c, id, label: label) }
     }
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
+        try read { (c: PostgresConnection) throws(StoreError) in
+            try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresJournal.reply(c, for: key) }
+        }
+    }
+
+    /// One read on the open connection; a read that loses it marks the store down.
+    func read<T>(_ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
         let c = try connection()
-        return try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresJournal.reply(c, for: key) }
+        do {
+            return try body(c)
+        } catch {
+            if !c.isOpen { health.down(error.message) }
+            throw error
+        }
     }
 
     // MARK: private
