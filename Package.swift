@@ -24,6 +24,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // libpq for the multi-node store (--store postgresql://…).
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "libcrypto",
@@ -39,8 +45,8 @@ let package = Package(
             "RideProtocol", "RideCore",
             .target(name: "CLibWebSockets", condition: .when(platforms: [.linux])),
         ]),
-        // Durable ride journal behind a small protocol (SQLite, memory).
-        .target(name: "RideStore", dependencies: ["RideCore", "CSQLite"]),
+        // Durable ride journal behind a small protocol (SQLite, PostgreSQL, memory).
+        .target(name: "RideStore", dependencies: ["RideCore", "CSQLite", "CLibPQ"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).

@@ -71,7 +71,7 @@ if [ -z "$BINARY" ]; then
   if ! command -v "$SWIFT" >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
     SWIFT=/opt/swift/usr/bin/swift
   fi
-  bash "$REPO/.ci/apt-ensure.sh" libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
+  bash "$REPO/.ci/apt-ensure.sh" libwebsockets-dev libssl-dev libsqlite3-dev libpq-dev pkg-config
   say "building a release binary (swift build -c release)"
   (cd "$REPO" && "$SWIFT" build -c release --product ridepush)
   BINARY="$(cd "$REPO" && "$SWIFT" build -c release --show-bin-path)/ridepush"

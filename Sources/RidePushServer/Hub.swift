@@ -22,6 +22,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let quoteRate: AddressRate
     /// The one thread that talks to the store (group commit); see StoreCoordinator.
     private(set) var storeWorker: StoreWorker<StoreCoordinator>!
+    /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
+    private(set) var clusterFeed: ClusterFeed?
+    private(set) var storeHealth: ConnectionHealth?
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
@@ -92,7 +95,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
         self.registry = registry
         var book = RideBook(plans: config.plans)
+        var cluster: ClusterCatchUp?
         do {
+            // Before the open rides: whatever commits while they load is read again, never missed.
+            if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
             let open = try store.openRides()
             registry.publishing { v in
                 for stored in open {
@@ -103,7 +109,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         } catch {
             throw ServerError("cannot load rides: \(error.message)")
         }
-        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics) {
+        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster) {
             [unowned self] i, events in shards[i].post(events)
         }
         storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
@@ -113,6 +119,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         registry.connect(storeWorker)
+        if let pg = store as? PostgresStore {
+            let worker: StoreWorker<StoreCoordinator> = storeWorker
+            storeHealth = pg.health
+            clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
+                worker.submit([.cluster(hints: hints, catchUp: catchUp)])
+            }
+        }
         for i in 0..<threads {
             let shard = Shard(index: i, hub: self, listenFD: listener.fd)
             try shard.create(config: config)
@@ -123,6 +136,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Services every thread until `shutdown()`; returns when all sessions were closed.
     public func run() {
         storeWorker.start()
+        clusterFeed?.start()
         let done = DispatchGroup()
         for shard in shards {
             done.enter()
@@ -137,6 +151,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         done.wait()
         for shard in shards { lws_context_destroy(shard.context) }
         close(listener.fd)
+        clusterFeed?.stop()
         storeWorker.stop()
     }
 
@@ -161,24 +176,30 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
     }
 
-    /// Whether the store takes writes. The hook for the store worker's own probe; until it
-    /// has one, the outcome of the last write (a failed write → false until one succeeds).
-    func storeHealthy() -> Bool { !metrics.storeFailing.load(ordering: .relaxed) }
+    /// Whether the store takes writes: the last write did not fail and, with PostgreSQL, the
+    /// store's connection is up (a failed write -> false until one succeeds).
+    func storeHealthy() -> Bool { !metrics.storeFailing.load(ordering: .relaxed) && (storeHealth?.isUp ?? true) }
+
+    /// False while this node's listener cannot reach PostgreSQL: it hears of other nodes'
+    /// transitions late, so load balancers should prefer another node.
+    var listenerHealthy: Bool { clusterFeed?.health.isUp ?? true }
 
     /// /healthz: `ok` only when the ticker ticked, every thread looped and the store wrote
-    /// recently enough (Health.stallMillis); otherwise `degraded`, served with HTTP 503.
+    /// recently enough (Health.stallMillis) and, with PostgreSQL, the store and the listener
+    /// reach it; otherwise `degraded`, served with HTTP 503.
     func health() -> (ok: Bool, json: [UInt8]) {
         let now = monotonicMillis()
         let tickAge = now - ticker.lastTick.load(ordering: .relaxed)
         let loopAges = shards.map { now - $0.lastLoop.load(ordering: .relaxed) }
         let store = storeHealthy()
-        let ok = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store
+        let ok = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store && listenerHealthy
         let c = registry.counts
         var w = JSONWriter()
         w.beginObject()
         w.field("status", ok ? "ok" : "degraded")
         w.field("version", BuildInfo.version)
         w.field("commit", BuildInfo.commit)
+        if let clusterFeed { w.field("listener", clusterFeed.health.isUp ? "ok" : "unreachable") }
         w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
         w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
         w.key("rides")
@@ -198,7 +219,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         w.beginArray()
         for age in loopAges { w.int(age) }
         w.endArray()
-        w.field("store", store ? "ok" : "failing")
+        w.field("store", store ? "ok" : (storeHealth?.isUp == false ? "unreachable" : "failing"))
         w.endObject()
         return (ok, w.bytes)
     }

@@ -27,6 +27,14 @@ extension Hub {
         metric("ridepush_store_writes_total", "counter", "Writes in those transactions.", [("", Double(storeWorker.writes.load(ordering: .relaxed)))])
         metric("ridepush_control_messages_total", "counter", "Client messages by type and result.",
                m.controlCounts().map { ("{type=\"\($0.type)\",result=\"\($0.result)\"}", Double($0.count)) })
+        if let storeHealth, let clusterFeed {
+            metric("ridepush_store_up", "gauge", "1 while the shared PostgreSQL store answers, 0 while it cannot be reached.",
+                   [("", storeHealth.isUp ? 1 : 0)])
+            metric("ridepush_cluster_listener_up", "gauge", "1 while this node's LISTEN connection to PostgreSQL is up.",
+                   [("", clusterFeed.health.isUp ? 1 : 0)])
+            metric("ridepush_cluster_listener_reconnects_total", "counter", "Times the LISTEN connection was opened again after a loss.",
+                   [("", Double(clusterFeed.reconnects.load(ordering: .relaxed)))])
+        }
         if let c = clock as? ClockReport {
             metric("ridepush_clock_steps_total", "counter", "Wall-clock steps seen (absorbed by slewing, never followed).", [("", Double(c.steps))])
             metric("ridepush_clock_offset_seconds", "gauge", "Wall clock minus the process clock: what slewing has still to absorb.", [("", Double(c.offsetMillis) / 1000)])

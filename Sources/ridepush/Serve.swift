@@ -15,11 +15,15 @@ protocol ride.v1 at /ws, on one port. Every option can also come from the enviro
                            localhost (RIDEPUSH_HOST, default 127.0.0.1; 0.0.0.0: every IPv4 interface)
   --port N                 port, 0 picks a free one (RIDEPUSH_PORT, default 8080)
   --public DIR             the page's folder (RIDEPUSH_PUBLIC, default ./public)
-  --store PATH|memory      SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
-                           memory keeps rides only while the process runs
-  --create-store           make the store file if it does not exist (RIDEPUSH_CREATE_STORE=1);
+  --store PATH|memory|postgresql://USER@HOST:PORT/DB
+                           SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
+                           memory keeps rides only while the process runs; a libpq URI
+                           shares one PostgreSQL store between nodes (deploy/README.md)
+  --create-store           make the SQLite store file if it does not exist (RIDEPUSH_CREATE_STORE=1);
                            without it a missing file is refused, so a mistyped path cannot
                            start an empty store
+  --store-password-file F  PostgreSQL password, first line of F (RIDEPUSH_STORE_PASSWORD_FILE;
+                           else from the URI, PGPASSFILE or ~/.pgpass)
   --plans FILE             GBFS system_pricing_plans.json with the fare plans (RIDEPUSH_PLANS)
   --auth jwt|none          jwt (default): tokens required; none: anyone may do anything
                            (RIDEPUSH_AUTH; refused with a non-loopback --host)
@@ -50,7 +54,8 @@ func serveCommand(_ args: [String]) -> Int32 {
     let valued: Set<String> = ["--host", "--port", "--public", "--store", "--plans", "--auth", "--jwt-secret-file",
                                "--tls-cert", "--tls-key", "--threads", "--max-frame", "--max-subscriptions",
                                "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
-                               "--slow-consumer-lag", "--allow-origin", "--log-format"]
+                               "--slow-consumer-lag", "--allow-origin", "--log-format",
+                               "--store-password-file"]
     let a: Arguments
     do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy", "--create-store"]) } catch {
         return fail("serve: \(error)")
@@ -127,6 +132,8 @@ func serveCommand(_ args: [String]) -> Int32 {
         let store: RideStore
         if c.store == "memory" {
             store = MemoryStore()
+        } else if PostgresSettings.isURI(c.store) {
+            store = try openPostgres(c.store, passwordFile: opt("--store-password-file", "RIDEPUSH_STORE_PASSWORD_FILE"))
         } else {
             let create = a.has("--create-store") || ["1", "true", "yes"].contains(env["RIDEPUSH_CREATE_STORE"] ?? "")
             let parent = URL(fileURLWithPath: c.store).deletingLastPathComponent().path
@@ -139,7 +146,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         let scheme = c.tlsCert == nil ? "http" : "https"
         // What is really bound; for every interface also where this machine reaches it.
         let bound = hub.urlHost, shown = hub.localURLHost
-        print("ridepush: serving \(scheme)://\(bound):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(bound):\(hub.port)/ws, \(c.threads) threads, store \(c.store))")
+        print("ridepush: serving \(scheme)://\(bound):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(bound):\(hub.port)/ws, \(c.threads) threads, store \(PostgresSettings.redact(c.store)))")
         if hub.listensEverywhere {
             print("ridepush: listening on every \(bound == "0.0.0.0" ? "IPv4 " : "")interface; on this machine: \(scheme)://\(shown):\(hub.port)/")
         }
@@ -208,6 +215,18 @@ func readPlansFile(_ path: String) throws(ServerError) -> [UInt8] {
     }
     if ferror(f) != 0 { throw ServerError("--plans \(path): cannot read the file: \(String(cString: strerror(errno)))") }
     return out
+}
+
+/// The PostgreSQL store named by a `--store` URI: connects (every failure names the URI with
+/// its password hidden), creates or upgrades the schema.
+func openPostgres(_ uri: String, passwordFile: String?) throws(ServerError) -> RideStore {
+    var settings = PostgresSettings(uri: uri)
+    do throws(StoreError) {
+        if let passwordFile { settings.password = try PostgresSettings.password(fromFile: passwordFile) }
+        return try PostgresStore(settings)
+    } catch {
+        throw ServerError("--store: \(error.message)")
+    }
 }
 
 func fail(_ message: String) -> Int32 {
