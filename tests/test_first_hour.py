@@ -327,3 +327,73 @@ def test_log_format_text_is_unchanged_and_a_bad_format_is_refused():
                         r"can reach the port may start, end and watch any ride", line), line
     r = run("serve", "--log-format", "xml", "--store", "memory", "--port", "0")
     assert (r.returncode, r.stderr) == (2, "ridepush serve: --log-format xml: expected text or json\n")
+
+
+# ---- #18.12: a host without systemd ----------------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script runs as root and drops to a user")
+def test_run_without_systemd_keeps_env_file_secret_user_and_file_limit():
+    import pwd
+    import shutil
+    import tempfile
+    from test_security import SECRET
+    base = tempfile.mkdtemp(prefix="ridepush-nosystemd-")
+    try:
+        os.chmod(base, 0o755)  # the service user must reach its state folder
+        etc = os.path.join(base, "etc")
+        os.mkdir(etc)
+        port = free_port()
+        store = os.path.join(base, "state", "ridepush.db")
+        with open(os.path.join(etc, "ridepush.env"), "w") as f:
+            f.write("RIDEPUSH_HOST=127.0.0.1\nRIDEPUSH_PORT=%d\nRIDEPUSH_PUBLIC=%s\nRIDEPUSH_STORE=%s\n"
+                    "RIDEPUSH_AUTH=jwt\nRIDEPUSH_SERVE_ARGS=--control-rate 7\n" % (port, os.path.join(ROOT, "public"), store))
+        with open(os.path.join(etc, "jwt-secret"), "w") as f:
+            f.write(SECRET)
+        os.chmod(os.path.join(etc, "jwt-secret"), 0o600)
+        env = dict(os.environ, RIDEPUSH_ETC=etc, RIDEPUSH_BIN=BIN, RIDEPUSH_USER="nobody")
+        env.pop("RIDEPUSH_JWT_SECRET", None)
+        proc = subprocess.Popen(["bash", os.path.join(ROOT, "deploy", "run-without-systemd.sh")], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=base)
+        try:
+            line = proc.stdout.readline()
+            lines = [line]
+            while "serving" not in line and line:
+                line = proc.stdout.readline()
+                lines.append(line)
+            assert "serving http://127.0.0.1:%d/" % port in line, lines
+            # No random secret was made: the env file's secret signs the tokens it accepts.
+            assert not [l for l in lines if "no secret configured" in l], lines
+            status = open("/proc/%d/status" % proc.pid).read()
+            uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+            assert uid == pwd.getpwnam("nobody").pw_uid
+            assert os.stat(os.path.dirname(store)).st_uid == uid and os.path.exists(store)
+            limits = open("/proc/%d/limits" % proc.pid).read()
+            soft = int(re.search(r"^Max open files\s+(\d+)", limits, re.M).group(1))
+            assert soft == min(1048576, int(re.search(r"^Max open files\s+\d+\s+(\d+)", limits, re.M).group(1)))
+            with Client("ws://127.0.0.1:%d/ws?token=%s" % (port, control("alice"))) as dev:
+                st = dev.request({"type": "start", "ride": "r-nosystemd"})
+                assert (st["state"], st["owner"]) == ("riding", "alice")
+                # RIDEPUSH_SERVE_ARGS reached the server: its --control-rate 7 is the one quoted.
+                for i in range(12):
+                    dev.send({"type": "start", "id": "burst-%d" % i})
+                replies = [dev.wait_for(lambda m, i=i: m.get("id") == "burst-%d" % i, 3) for i in range(12)]
+                limited = [r for r in replies if r["type"] == "error"]
+                assert limited and {r["message"] for r in limited} == {"more than 7 control messages per second; slow down"}
+            proc.terminate()
+            assert proc.wait(10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_run_without_systemd_refuses_without_the_installed_files(tmp_path):
+    env = dict(os.environ, RIDEPUSH_ETC=str(tmp_path), RIDEPUSH_BIN=BIN)
+    r = subprocess.run(["bash", os.path.join(ROOT, "deploy", "run-without-systemd.sh")], env=env,
+                       capture_output=True, text=True, timeout=10)
+    expected = ("run-without-systemd: no %s/ridepush.env (deploy/install.sh installs it)\n" % tmp_path
+                if os.geteuid() == 0 else
+                "run-without-systemd: run it as root: it reads %s/jwt-secret (root-only), then drops to ridepush\n" % tmp_path)
+    assert (r.returncode, r.stderr) == (2, expected)
