@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -31,7 +32,8 @@ def has_ipv6_loopback():
 
 
 class Raw:
-    """`ridepush serve` with any --host, its output lines kept; stopped with SIGTERM."""
+    """`ridepush serve` with any --host, its output lines kept by a reader thread (so every
+    wait is bounded); stopped with SIGTERM."""
 
     def __init__(self, *args, env=None):
         e = dict(os.environ)
@@ -39,28 +41,31 @@ class Raw:
         self.proc = subprocess.Popen([BIN, "serve", "--store", "memory", "--public", os.path.join(ROOT, "public"), *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e, cwd=ROOT)
         self.lines = []
+        self.reader = threading.Thread(target=lambda: [self.lines.append(l.rstrip("\n")) for l in self.proc.stdout],
+                                       daemon=True)
+        self.reader.start()
 
     def wait_line(self, pattern, timeout=15):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
+            for line in list(self.lines):
+                m = re.search(pattern, line)
+                if m:
+                    return m
+            if self.proc.poll() is not None and not self.reader.is_alive():
                 break
-            self.lines.append(line.rstrip("\n"))
-            m = re.search(pattern, line)
-            if m:
-                return m
+            time.sleep(0.02)
         raise AssertionError("no line matching %r in:\n%s" % (pattern, "\n".join(self.lines)))
 
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                out, _ = self.proc.communicate(timeout=10)
+                self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                out, _ = self.proc.communicate(timeout=5)
-            self.lines += out.splitlines()
+                self.proc.wait(5)
+        self.reader.join(5)
         return self.lines
 
 
@@ -355,12 +360,12 @@ def test_run_without_systemd_keeps_env_file_secret_user_and_file_limit():
         proc = subprocess.Popen(["bash", os.path.join(ROOT, "deploy", "run-without-systemd.sh")], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=base)
         try:
-            line = proc.stdout.readline()
-            lines = [line]
-            while "serving" not in line and line:
-                line = proc.stdout.readline()
-                lines.append(line)
-            assert "serving http://127.0.0.1:%d/" % port in line, lines
+            lines = []
+            threading.Thread(target=lambda: [lines.append(l) for l in proc.stdout], daemon=True).start()
+            deadline = time.monotonic() + 15
+            while not [l for l in lines if "serving" in l] and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.02)
+            assert [l for l in lines if "serving http://127.0.0.1:%d/" % port in l], lines
             # No random secret was made: the env file's secret signs the tokens it accepts.
             assert not [l for l in lines if "no secret configured" in l], lines
             status = open("/proc/%d/status" % proc.pid).read()
@@ -397,3 +402,29 @@ def test_run_without_systemd_refuses_without_the_installed_files(tmp_path):
                 if os.geteuid() == 0 else
                 "run-without-systemd: run it as root: it reads %s/jwt-secret (root-only), then drops to ridepush\n" % tmp_path)
     assert (r.returncode, r.stderr) == (2, expected)
+
+
+def test_nginx_site_answers_the_acme_challenge_before_redirecting(tmp_path):
+    import test_deploy
+    if not (shutil_which("nginx") or os.path.exists("/usr/sbin/nginx")):
+        pytest.skip("nginx is not installed")
+    webroot = tmp_path / "webroot"
+    (webroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (webroot / ".well-known" / "acme-challenge" / "tok-123").write_text("tok-123.thumbprint")
+    ng = test_deploy.Nginx(tmp_path / "nginx", free_port())
+    conf = tmp_path / "nginx" / "ridepush.conf"
+    text = conf.read_text()
+    assert text.count("root /var/www/letsencrypt;") == 1
+    conf.write_text(text.replace("root /var/www/letsencrypt;", "root %s;" % webroot))
+    with ng:
+        status, body, headers = ng.get("/.well-known/acme-challenge/tok-123", tls=False)
+        assert (status, body, headers["Content-Type"]) == (200, b"tok-123.thumbprint", "text/plain")
+        status, _, headers = ng.get("/.well-known/acme-challenge/missing", tls=False)
+        assert status == 404
+        status, _, headers = ng.get("/rides/r-1?x=1", tls=False)
+        assert status == 301 and headers["Location"] == "https://127.0.0.1/rides/r-1?x=1"
+
+
+def shutil_which(name):
+    import shutil
+    return shutil.which(name)
