@@ -177,7 +177,7 @@ fi
 chown root:root "$ETC_DIR/jwt-secret"
 if [ "$SYSTEMCTL" = 1 ]; then
   if [ ! -d /run/systemd/system ]; then
-    say "systemd is not running here; start it yourself: $BIN_DIR/ridepush serve"
+    say "systemd is not running here; run it as the unit would (env file, secret, user ridepush): sudo deploy/run-without-systemd.sh"
     exit 0
   fi
   systemctl daemon-reload

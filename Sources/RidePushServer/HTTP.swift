@@ -12,7 +12,8 @@ extension Shard {
         let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
         // HEAD wherever GET is (uptime checkers use it): the same status and headers, no body.
         guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || isHead(wsi) else {
-            return respond(wsi, 405, json: errorJSON("method_not_allowed", "only GET and HEAD are served"))
+            answerAndClose(wsi, 405, errorJSON("method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD")
+            return -1
         }
         switch path {
         case "/healthz":
@@ -138,7 +139,6 @@ extension Shard {
             let end = b.baseAddress! + b.count - 1
             if lws_add_http_common_headers(wsi, status, type, lws_filepos_t(body.count), &p, end) != 0 { return 1 }
             if lws_add_http_header_by_name(wsi, "cache-control:", "no-store", 8, &p, end) != 0 { return 1 }
-            if status == 405, lws_add_http_header_by_name(wsi, "allow:", "GET, HEAD", 9, &p, end) != 0 { return 1 }
             if lws_finalize_write_http_header(wsi, start, &p, end) != 0 { return 1 }
             httpBodies[wsi] = [UInt8](repeating: 0, count: pre) + body
             lws_callback_on_writable(wsi)

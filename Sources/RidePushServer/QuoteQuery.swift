@@ -33,11 +33,13 @@ enum QuoteQuery {
         if text.isEmpty { return "\(name)= is empty: \(range)" }
         let digits = text.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
         if digits {
-            // Compared as text first: 20 digits would overflow Int64 before any comparison.
+            // Counted before converting: 20 digits would overflow Int64. The same ten-digit
+            // bound as every whole-number input, so the wording and the refusal agree.
             let trimmed = text.drop { $0 == "0" }
             if trimmed.count > String(max).count || (Int64(trimmed) ?? 0) > max {
                 return "\(shown) is too large: at most \(max) (about 31 years)"
             }
+            if text.count > String(max).count { return "\(shown) has more than \(String(max).count) digits: \(range)" }
             return nil
         }
         if text.hasPrefix("-"), text.dropFirst().utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 || $0 == UInt8(ascii: ".") }) {

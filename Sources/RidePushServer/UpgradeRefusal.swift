@@ -25,7 +25,16 @@ extension Shard {
                      + (skipped > 0 ? " (\(skipped) earlier refusals not logged)" : ""),
                      ["peer": .string(peer), "status": .int(Int64(status)), "code": .string(code)])
         }
-        var body = errorJSON(code, message)
+        answerAndClose(wsi, status, errorJSON(code, message))
+        // Nonzero: lws does not upgrade and closes the connection after what was written.
+        return 1
+    }
+
+    /// Writes a whole JSON answer at once and has the connection closed after it: for
+    /// requests lws will not carry on with (a refused upgrade; a POST, whose body lws would
+    /// wait for before any HTTP_WRITEABLE). The caller returns nonzero so lws hangs up.
+    func answerAndClose(_ wsi: OpaquePointer, _ status: UInt32, _ json: [UInt8], allow: String? = nil) {
+        var body = json
         body.append(UInt8(ascii: "\n"))
         var buf = [UInt8](repeating: 0, count: pre + 512)
         let written = buf.withUnsafeMutableBufferPointer { b -> Bool in
@@ -34,17 +43,14 @@ extension Shard {
             let end = b.baseAddress! + b.count - 1
             guard lws_add_http_common_headers(wsi, status, "application/json", lws_filepos_t(body.count), &p, end) == 0,
                   lws_add_http_header_by_name(wsi, "cache-control:", "no-store", 8, &p, end) == 0,
-                  lws_add_http_header_by_name(wsi, "connection:", "close", 5, &p, end) == 0,
-                  lws_finalize_write_http_header(wsi, start, &p, end) == 0 else { return false }
-            return true
+                  lws_add_http_header_by_name(wsi, "connection:", "close", 5, &p, end) == 0 else { return false }
+            if let allow, lws_add_http_header_by_name(wsi, "allow:", allow, Int32(allow.utf8.count), &p, end) != 0 { return false }
+            return lws_finalize_write_http_header(wsi, start, &p, end) == 0
         }
-        if written {
-            var framed = [UInt8](repeating: 0, count: pre) + body
-            let n = framed.count - pre
-            _ = framed.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, n, LWS_WRITE_HTTP_FINAL) }
-        }
-        // Nonzero: lws does not upgrade and closes the connection after what was written.
-        return 1
+        guard written else { return }
+        var framed = [UInt8](repeating: 0, count: pre) + body
+        let n = framed.count - pre
+        _ = framed.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, n, LWS_WRITE_HTTP_FINAL) }
     }
 
     /// One line per connection we close with a code, at a printed level for the ones an

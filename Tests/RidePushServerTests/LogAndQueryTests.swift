@@ -32,7 +32,8 @@ final class QuoteQueryTests: XCTestCase {
         XCTAssertEqual(problem([("seconds", "1000000001")]), "seconds=1000000001 is too large: at most 1000000000 (about 31 years)")
         XCTAssertEqual(problem([("seconds", "99999999999999999999")]),
                        "seconds=99999999999999999999 is too large: at most 1000000000 (about 31 years)")
-        XCTAssertNil(problem([("seconds", "0000000000000000060")]), "leading zeros are still 60")
+        XCTAssertNil(problem([("seconds", "0000000060")]), "leading zeros are still 60")
+        XCTAssertEqual(problem([("seconds", "00000000060")]), "seconds=00000000060 has more than 10 digits: whole seconds from 0 to 1000000000")
         XCTAssertEqual(problem([("seconds", "1e3")]), "seconds=1e3 is not a number: whole seconds from 0 to 1000000000")
         XCTAssertEqual(problem([("seconds", "")]), "seconds= is empty: whole seconds from 0 to 1000000000")
         XCTAssertEqual(problem([("seconds", "60"), ("paused", "-5")]), "paused=-5 is negative: whole seconds from 0 to 1000000000")
