@@ -10,7 +10,7 @@ OUT ?= test-output
 
 # Debian packages the build and the tests need (a new machine lacks some of them).
 APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
-APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils
+APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils gcc
 
 .PHONY: run build release test unit integration deps deps-test venv clean bench
 
@@ -30,13 +30,11 @@ run: release
 	.build/release/ridepush serve --host $(HOST) --port $(PORT) --public ./public --create-store
 
 # Test tools from PyPI, every file checked against the hashes in tests/requirements.txt.
-# Behind a TLS-inspecting proxy whose CA pip does not know, the retry skips TLS verification
-# for PyPI's two hosts only: the hashes still guarantee the exact files.
+# Behind a TLS-inspecting proxy, give pip the proxy's CA in pip's own configuration
+# (`pip config set global.cert /path/ca.pem`, or PIP_CERT); TLS verification stays on.
 $(VENV)/.ok: tests/requirements.txt
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r tests/requirements.txt || \
-	  $(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes \
-	    --trusted-host pypi.org --trusted-host files.pythonhosted.org -r tests/requirements.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r tests/requirements.txt
 	touch $@
 
 venv: deps-test $(VENV)/.ok
