@@ -24,6 +24,8 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out).
+        .target(name: "CEpoll"),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
         .target(name: "RideCore"),
         // Durable ride journal behind a small protocol (SQLite, memory).
@@ -31,7 +33,7 @@ let package = Package(
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore"]),
+        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         .target(name: "RidePushServer", dependencies: ["RideCore", "RideStore", "RideAuth", "CLibWebSockets"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "CLibWebSockets"]),
