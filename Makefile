@@ -12,7 +12,7 @@ OUT ?= test-output
 APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
 APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils gcc
 
-.PHONY: run build release test unit integration deps deps-test venv clean bench
+.PHONY: run build release test unit integration deps deps-test venv clean bench fuzz fuzz-build fuzz-short
 
 deps:
 	@bash .ci/apt-ensure.sh $(APT_BUILD)
@@ -48,7 +48,38 @@ integration: build venv
 	RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
 		$(PY) -m pytest -q tests
 
-test: unit integration
+test: unit integration fuzz-short
+
+# libFuzzer over the parsers (Sources/RideFuzz, seeds in Fuzz/corpus/<target>): each target
+# for FUZZ_SECONDS, any input slower than FUZZ_TIMEOUT seconds is a finding too. New
+# interesting inputs go to .build/fuzz/corpus (not the repo); crashes, timeouts and leaks to
+# $(OUT)/fuzz/<target>-*. SwiftPM's --sanitize fuzzer instruments only the fuzz target
+# itself, so coverage for the modules under test is asked for explicitly.
+FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 2
+FUZZ_TARGETS := json codec plans token quote
+FUZZ_BUILD := .build/fuzz
+
+fuzz-build: deps
+	$(SWIFT) build --build-path $(FUZZ_BUILD) --product RideFuzz --sanitize fuzzer --sanitize address \
+		-Xswiftc -sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table -Xswiftc -DFUZZING
+
+fuzz: fuzz-build
+	@mkdir -p $(OUT)/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+		if RIDEFUZZ_TARGET=$$t $(FUZZ_BUILD)/debug/RideFuzz $(FUZZ_BUILD)/corpus/$$t Fuzz/corpus/$$t \
+			-max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=2048 -max_len=8192 \
+			-artifact_prefix=$(CURDIR)/$(OUT)/fuzz/$$t- -print_final_stats=1 > $(OUT)/fuzz/$$t.log 2>&1; then \
+			echo "fuzz $$t: $$(grep -E '^#[0-9]+.*DONE' $(OUT)/fuzz/$$t.log | tail -1)"; \
+		else \
+			tail -40 $(OUT)/fuzz/$$t.log; echo "fuzz $$t: FOUND A BUG (log $(OUT)/fuzz/$$t.log)"; exit 1; \
+		fi; \
+	done
+
+# The short pass make test runs.
+fuzz-short:
+	$(MAKE) fuzz FUZZ_SECONDS=10
 
 # Not a test: prints figures (see BENCHMARKS.md). Needs gcc for the reference server.
 bench: release

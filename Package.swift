@@ -37,6 +37,8 @@ let package = Package(
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         .target(name: "RidePushServer", dependencies: ["RideCore", "RideStore", "RideAuth", "CLibWebSockets"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "CLibWebSockets"]),
+        // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
+        .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideAuth"]),
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
