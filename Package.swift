@@ -35,6 +35,8 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out).
+        .target(name: "CEpoll"),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
         .target(name: "RideCore"),
         // ride.v1 both ways, typed: the one definition the server, the SDK and the CLI share.
@@ -50,12 +52,14 @@ let package = Package(
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore"]),
+        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
+        // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
+        .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth"]),
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
         .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),

@@ -33,7 +33,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// (Shard.sweepKeepalive); lws's timers re-insert into a sorted list on every pong and
     /// every new connection, O(connections) each.
     let noValidityTimers: UnsafeMutablePointer<lws_retry_bo_t>
-    let vhostName = strdup("ridepush")!
+    var vhostName: UnsafeMutablePointer<CChar> { Hub.vhostNameC }
+    /// One for the process: a Hub whose init throws (port in use) must not leak it.
+    nonisolated(unsafe) private static let vhostNameC = strdup("ridepush")!  // never written
 
     public var port: Int { listener.port }
     /// `last_updated` of GET /plans: the plans change only at start-up.
@@ -150,6 +152,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         done.wait()
         for shard in shards { lws_context_destroy(shard.context) }
+        freeContextStructures()
         close(listener.fd)
         clusterFeed?.stop()
         storeWorker.stop()

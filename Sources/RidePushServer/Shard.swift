@@ -406,11 +406,7 @@ struct TimerBox {
     }
 }
 
-func monotonicMicros() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-}
+func monotonicMicros() -> Int64 { systemMicros(CLOCK_MONOTONIC) }
 
 func monotonicMillis() -> Int64 { monotonicMicros() / 1000 }
 
