@@ -146,3 +146,18 @@ def test_the_cli_sends_no_origin_so_allow_origin_does_not_lock_it_out():
         out = ride("start", "--ride", "r-o", "--url", srv.ws, "--token", control("u1"), "--lang", "en")
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("r-o riding ")
+
+
+from test_security import certs  # noqa: E402,F401  (the self-signed certificate fixture)
+
+
+def test_wss_with_a_self_signed_certificate_needs_insecure(certs):
+    with Server("--tls-cert", certs["cert"], "--tls-key", certs["key"], auth="jwt", env=ENV) as srv:
+        assert srv.ws.startswith("wss://")
+        ok = ride("start", "--ride", "r-tls", "--url", srv.ws, "--token", control("u1"), "--insecure", "--lang", "en")
+        assert ok.returncode == 0, ok.stderr
+        assert ok.stdout.startswith("r-tls riding ")
+        # Without --insecure the certificate is checked, and this one is trusted by nobody.
+        refused = ride("get", "r-tls", "--url", srv.ws, "--token", control("u1"), "--wait", "3", "--lang", "en")
+        assert refused.returncode == 1
+        assert refused.stderr.startswith("cannot connect to " + srv.ws + ": "), refused.stderr
