@@ -14,6 +14,9 @@ struct ClientCore {
         /// A ticking ride that sends nothing this long means a dead link.
         var watchdog: Int64 = 3_000
         var connectTimeout: Int64 = 10_000
+        /// A request sent this long ago with nothing at all received since: a dead link
+        /// (the server's host vanished without a FIN), so reconnect and resend.
+        var replyTimeout: Int64 = 10_000
         /// Ask for a new token this long before the current one expires.
         var refreshBefore: Int64 = 60_000
         /// `unavailable` / `rate_limited` answers are retried (same id) this many times.
@@ -60,6 +63,7 @@ struct ClientCore {
         let frame: [UInt8]
         var retries = 0
         var retryAt: Int64?
+        var sentAt: Int64?
     }
 
     let clock: any RideClock
@@ -133,7 +137,7 @@ struct ClientCore {
         }
         let frame = ClientCodec.encode(ClientEnvelope(id: id, message))
         pending.append(Pending(id: id, frame: frame))
-        if case .connected = phase { actions.append(.send(frame)) }
+        if case .connected = phase { sendPending(pending.count - 1) }
         ensureStarted()
         return id
     }
@@ -194,7 +198,8 @@ struct ClientCore {
         tokenExp = t.flatMap(TokenExpiry.exp)
         tokenCurrent = true
         refreshNotBefore = .min
-        if phase == .fetchingToken { beginConnect() }
+        // Even a token that looks expired is tried once: the server's clock and leeway decide.
+        if phase == .fetchingToken { beginConnect(askIfExpired: false) }
     }
 
     mutating func tokenFailed(_ why: String) {
@@ -279,6 +284,7 @@ struct ClientCore {
             if !feeds.isEmpty { t.append(lastHeard + timing.watchdog) }
             if let r = refreshAt { t.append(r) }
             t += pending.compactMap(\.retryAt)
+            t += pending.compactMap { p in p.sentAt.flatMap { lastHeard <= $0 ? $0 + timing.replyTimeout : nil } }
             t += feeds.values.compactMap(\.resubscribeAt)
         default: break
         }
@@ -308,10 +314,14 @@ struct ClientCore {
                 fetching = .refresh
                 actions.append(.fetchToken)
             }
+            if pending.contains(where: { $0.sentAt.map { now >= $0 + timing.replyTimeout && lastHeard <= $0 } ?? false }) {
+                abandonTransport(code: 1000)
+                return scheduleReconnect(.silent, wasConnectedSince: since)
+            }
             for i in pending.indices {
                 if let r = pending[i].retryAt, now >= r {
                     pending[i].retryAt = nil
-                    actions.append(.send(pending[i].frame))
+                    sendPending(i)
                 }
             }
             for ride in feedOrder {
@@ -337,8 +347,8 @@ struct ClientCore {
         if phase == .idle { beginConnect() }
     }
 
-    private mutating func beginConnect() {
-        if let exp = tokenExp, exp * 1000 <= clock.now() { tokenCurrent = false }
+    private mutating func beginConnect(askIfExpired: Bool = true) {
+        if askIfExpired, let exp = tokenExp, exp * 1000 <= clock.now() { tokenCurrent = false }
         if !tokenCurrent {
             phase = .fetchingToken
             if fetching == nil {
@@ -365,8 +375,13 @@ struct ClientCore {
         // control message once and answers a repeat with the first reply.
         for i in pending.indices {
             pending[i].retryAt = nil
-            actions.append(.send(pending[i].frame))
+            sendPending(i)
         }
+    }
+
+    private mutating func sendPending(_ i: Int) {
+        pending[i].sentAt = clock.now()
+        actions.append(.send(pending[i].frame))
     }
 
     private mutating func sendSubscribe(_ ride: String) {
@@ -419,6 +434,7 @@ struct ClientCore {
         guard let i = pending.firstIndex(where: { $0.id == id }) else { return }
         if retryable, pending[i].retries < timing.maxRetries {
             pending[i].retries += 1
+            pending[i].sentAt = nil
             pending[i].retryAt = clock.now() + timing.retryDelay << Int64(pending[i].retries - 1)
             return
         }

@@ -178,7 +178,9 @@ struct FeedSink {
 
 /// The driver: performs the core's actions. Every mutable field is owned by `queue`.
 final class Engine: @unchecked Sendable {
-    let queue = DispatchQueue(label: "RidePushClient")
+    // Targeting the global pool keeps a thousand clients on a few threads (a queue of its
+    // own would be overcommit: a thread per busy queue).
+    let queue = DispatchQueue(label: "RidePushClient", target: .global())
     let url: URL
     let factory: any RidePushTransportFactory
     let tokenProvider: @Sendable () async throws -> String?

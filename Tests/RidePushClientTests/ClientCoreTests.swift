@@ -427,3 +427,42 @@ final class ClientCoreTests: XCTestCase {
         XCTAssertNil(TokenExpiry.exp("a.\(base64URL(Array(#"{"sub":"x"}"#.utf8))).c"))
     }
 }
+
+extension ClientCoreTests {
+    func testATokenThatLooksExpiredIsStillTriedOnceWithoutAskingAgain() {
+        var h = Harness()
+        h.do { $0.subscribe("r-42") }
+        h.token(token(exp: t0 / 1000 - 25))  // within the server's leeway, perhaps
+        XCTAssertEqual(h.tokenFetches, 1)
+        XCTAssertEqual(h.connects, [1])
+        XCTAssertEqual(h.lastState, .connecting(attempt: 0))
+    }
+
+    func testARequestWithNothingHeardForTenSecondsMeansADeadLink() {
+        var h = Harness(jitter: [0])
+        h.token(tok)
+        let id = h.core.request(.control(.pause, ride: "r-7", metres: nil))
+        h.run()
+        h.connectAndAuthenticate()
+        h.advance(millis: 9999)
+        XCTAssertEqual(h.disconnects, [])
+        h.advance(millis: 1)
+        XCTAssertEqual(h.disconnects, [1000])
+        XCTAssertEqual(h.lastState, .waitingToReconnect(delay: .zero, reason: .silent))
+        h.advance(millis: 0)
+        h.connectAndAuthenticate()
+        XCTAssertEqual(h.frames.last, #"{"type":"pause","id":"\#(id)","ride":"r-7"}"#)
+    }
+
+    func testASlowReplyOnALiveLinkIsWaitedFor() {
+        var h = Harness(jitter: [0])
+        h.token(tok)
+        _ = h.core.request(.control(.pause, ride: "r-7", metres: nil))
+        h.run()
+        h.connectAndAuthenticate()
+        h.advance(millis: 5000)
+        h.server(#"{"type":"warning","ride":"r-other","remaining":60}"#)  // the link is alive
+        h.advance(millis: 20_000)
+        XCTAssertEqual(h.disconnects, [])
+    }
+}
