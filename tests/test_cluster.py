@@ -126,8 +126,8 @@ def test_two_nodes_ending_the_same_ride_at_once_100_times_exactly_one_end(pg_db)
         time.sleep(0.5)
         for w in (wa, wb):
             try:
-                while True:
-                    w.backlog.append(w.recv(timeout=0.2))
+                for _ in range(1000):
+                    w.backlog.append(json.loads(w.ws.recv(timeout=0.3)))
             except TimeoutError:
                 pass
             extra = [m for m in w.backlog if m.get("type") == "state" and m.get("state") == "ended"]
