@@ -1,13 +1,19 @@
 """Several nodes on one PostgreSQL (issue 12), end to end: real `ridepush serve` processes on
 a real PostgreSQL started by the tests (tests/pg.py). Every wait is bounded."""
+import asyncio
 import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
 from pg import pg_db, postgres  # noqa: F401 (fixtures)
-from rp import Client, Server
+from rp import ROOT, Client, Server
 
 FAST = ("--control-rate", "100000", "--max-subscriptions", "256")
 
@@ -126,8 +132,8 @@ def test_two_nodes_ending_the_same_ride_at_once_100_times_exactly_one_end(pg_db)
         time.sleep(0.5)
         for w in (wa, wb):
             try:
-                while True:
-                    w.backlog.append(w.recv(timeout=0.2))
+                for _ in range(1000):
+                    w.backlog.append(json.loads(w.ws.recv(timeout=0.3)))
             except TimeoutError:
                 pass
             extra = [m for m in w.backlog if m.get("type") == "state" and m.get("state") == "ended"]
@@ -306,3 +312,196 @@ def test_store_password_from_a_file_and_never_in_the_log(pg_db, tmp_path):
         assert "postgresql://node_pw:***@127.0.0.1" in "\n".join(n.lines)
     finally:
         n.stop()
+
+
+# ---------------------------------------------------------------------------------------
+# A node killed behind nginx
+# ---------------------------------------------------------------------------------------
+
+SITE = os.path.join(ROOT, "deploy", "nginx", "ridepush-cluster.conf")
+
+
+def render_cluster_site(node_ports, port, redirect_port, log_dir):
+    """deploy/nginx/ridepush-cluster.conf with only machine-specific values swapped (each
+    exactly as often as expected): the three node ports, plain HTTP on loopback for the
+    site (no certificate needed to test routing), the per-address cap (every watcher here
+    comes from 127.0.0.1)."""
+    text = open(SITE).read()
+    swaps = [("server 127.0.0.1:%d max_fails" % p, "server 127.0.0.1:%d max_fails" % q, 1)
+             for p, q in zip((8081, 8082, 8083), node_ports)] + [
+        ("listen 443 ssl;", "listen 127.0.0.1:%d;" % port, 1),
+        ("    listen [::]:443 ssl;\n", "", 1),
+        ("listen 80;", "listen 127.0.0.1:%d;" % redirect_port, 1),
+        ("    listen [::]:80;\n", "", 1),
+        ("    ssl_certificate     /etc/ssl/ridepush/fullchain.pem;\n", "", 1),
+        ("    ssl_certificate_key /etc/ssl/ridepush/privkey.pem;\n", "", 1),
+        ("limit_conn ridepush_conn 256;", "limit_conn ridepush_conn 4096;", 1),
+        ("/var/log/nginx/", str(log_dir) + "/", 3),
+    ]
+    for old, new, count in swaps:
+        assert text.count(old) == count, "%r occurs %d times in %s" % (old, text.count(old), SITE)
+        text = text.replace(old, new)
+    return text
+
+
+class ClusterNginx:
+    def __init__(self, tmp, node_ports):
+        self.tmp = tmp
+        self.port = free_port()
+        logs, temp = tmp / "logs", tmp / "temp"
+        logs.mkdir(parents=True, exist_ok=True)
+        temp.mkdir(parents=True, exist_ok=True)
+        (tmp / "site.conf").write_text(render_cluster_site(node_ports, self.port, free_port(), logs))
+        (tmp / "nginx.conf").write_text("""
+%(user)s
+worker_processes 1;
+worker_rlimit_nofile 8192;
+pid %(tmp)s/nginx.pid;
+error_log %(tmp)s/logs/error.log info;
+events { worker_connections 4096; }
+http {
+    client_body_temp_path %(temp)s/body;
+    proxy_temp_path %(temp)s/proxy;
+    fastcgi_temp_path %(temp)s/fastcgi;
+    uwsgi_temp_path %(temp)s/uwsgi;
+    scgi_temp_path %(temp)s/scgi;
+    include %(tmp)s/site.conf;
+}
+""" % {"user": "user root;" if os.geteuid() == 0 else "", "tmp": tmp, "temp": temp})
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.proc = subprocess.Popen([nginx, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(logs / "error.log"),
+                                      "-g", "daemon off;"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wait_until(lambda: self._listening() or self.proc.poll() is not None, 10, "nginx listening")
+        assert self.proc.poll() is None, self.proc.stdout.read()
+
+    def _listening(self):
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_kill9_of_a_node_with_watchers_they_reconnect_through_nginx_and_see_their_rides_unchanged(pg_db, tmp_path):
+    pg, db = pg_db
+    uri = pg.uri(db)
+    nodes = [node(uri), node(uri), node(uri)]
+    nginx = ClusterNginx(tmp_path, [n.port for n in nodes])
+    victim = nodes[1]
+    try:
+        # 50 rides started on node 0; every fifth paused through the victim, acknowledged
+        # just before it dies.
+        ctl = Client(nodes[0].ws)
+        rides = ["k-%02d" % i for i in range(50)]
+        for rid in rides:
+            assert ctl.request({"type": "start", "ride": rid})["state"] == "riding"
+        on_victim = Client(victim.ws)
+        paused = {}
+        for rid in rides[::5]:
+            r = on_victim.request({"type": "pause", "ride": rid})
+            assert r["state"] == "paused"
+            paused[rid] = r
+        url = "ws://127.0.0.1:%d/ws" % nginx.port
+        result = asyncio.run(watch_through_kill(url, rides, 500, victim))
+        print("watchers: %(connected)d connected, %(dropped)d dropped by the kill, %(reconnected)d reconnected, %(ticking)d ticking after" % result)
+        assert result["connected"] == 500
+        # least_conn spread them; the victim held some of them.
+        assert result["dropped"] >= 50, result
+        assert result["reconnected"] == result["dropped"], result
+        assert result["ticking"] == 500, result
+        for rid, states in result["states"].items():
+            # Before and after the kill, on whichever node: the same ride.
+            for s in states:
+                assert s["state"] == ("paused" if rid in paused else "riding"), (rid, s)
+                assert s["started_at"] == result["states"][rid][0]["started_at"]
+                if rid in paused:
+                    assert s["elapsed"] == paused[rid]["elapsed"], (rid, s, paused[rid])
+        # Nothing acknowledged is lost.
+        for rid in rides:
+            kinds = [k for _, k, _ in journal(pg, db, rid)]
+            assert kinds == (["start", "pause"] if rid in paused else ["start"]), (rid, kinds)
+    finally:
+        nginx.stop()
+        for n in nodes:
+            if n.proc.poll() is None:
+                n.stop()
+
+
+async def watch_through_kill(url, rides, count, victim):
+    """`count` watchers through nginx, one ride each (round robin over `rides`). Once all are
+    subscribed, the victim node is killed with SIGKILL; each watcher whose connection drops
+    reconnects through nginx and subscribes again; then every watcher must see a tick."""
+    from websockets.asyncio.client import connect as aconnect
+    from websockets.exceptions import ConnectionClosed
+
+    states = {rid: [] for rid in rides}
+    all_subscribed = asyncio.Event()
+    counters = {"connected": 0, "dropped": 0, "reconnected": 0, "ticking": 0}
+    subscribed = 0
+    gate = asyncio.Semaphore(50)
+
+    async def subscribe(ws, rid):
+        await ws.send(json.dumps({"type": "subscribe", "id": "s", "ride": rid}))
+        while True:
+            m = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if m.get("id") == "s":
+                assert m["type"] == "state", m
+                states[rid].append(m)
+                return
+
+    async def one(i):
+        nonlocal subscribed
+        rid = rides[i % len(rides)]
+        async with gate:
+            ws = await aconnect(url, subprotocols=["ride.v1"], open_timeout=15)
+            await subscribe(ws, rid)
+        counters["connected"] += 1
+        subscribed += 1
+        if subscribed == count:
+            all_subscribed.set()
+        await all_subscribed.wait()
+        try:
+            deadline = time.monotonic() + 20
+            dropped = False
+            while time.monotonic() < deadline:
+                try:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                except ConnectionClosed:
+                    dropped = True
+                    counters["dropped"] += 1
+                    for attempt in range(20):
+                        try:
+                            ws = await aconnect(url, subprotocols=["ride.v1"], open_timeout=10)
+                            await subscribe(ws, rid)
+                            counters["reconnected"] += 1
+                            break
+                        except (OSError, ConnectionClosed, asyncio.TimeoutError, Exception):  # noqa: BLE001 (nginx may still try the dead node)
+                            await asyncio.sleep(0.2)
+                    continue
+                # A tick after the kill (3 s after it: the victim's watchers have moved).
+                if m.get("type") == "tick" and m.get("ride") == rid and killed_at and time.monotonic() > killed_at + 3:
+                    counters["ticking"] += 1
+                    return dropped
+        finally:
+            await ws.close()
+
+    killed_at = None
+    tasks = [asyncio.create_task(one(i)) for i in range(count)]
+    await asyncio.wait_for(all_subscribed.wait(), 120)
+    victim.kill9()
+    killed_at = time.monotonic()
+    await asyncio.gather(*tasks, return_exceptions=False)
+    counters["states"] = states
+    return counters
