@@ -9,7 +9,7 @@ final class AddressRate: Sendable {
         var windowStart: Int64 = 0
         var counts: [String: Int] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())  // not Mutex: TSan sees this lock (Locked.swift)
     let perSecond: Int
 
     init(perSecond: Int) { self.perSecond = perSecond }

@@ -32,7 +32,7 @@ public enum Log {
 
     private static let json = Atomic<Bool>(false)
     /// One line is one write(2); the lock keeps two threads' lines from interleaving.
-    private static let out = Mutex<Void>(())
+    private static let out = Locked<Void>(())
     static let printedLevels = LLL_ERR | LLL_WARN | LLL_USER
 
     /// Called once at start, before any thread logs.

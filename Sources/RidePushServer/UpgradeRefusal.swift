@@ -4,7 +4,7 @@ import Synchronization
 
 /// Refusals logged in the current second, process-wide: a client hammering a wrong path or
 /// over its address limit gets every answer, the log at most ten lines a second.
-private let refusalLog = Mutex<(second: Int64, logged: Int, skipped: Int)>((0, 0, 0))
+private let refusalLog = Locked<(second: Int64, logged: Int, skipped: Int)>((0, 0, 0))
 
 extension Shard {
     /// Answers a WebSocket upgrade we refuse with a real HTTP status and one line of JSON
