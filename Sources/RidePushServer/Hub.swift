@@ -82,11 +82,19 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
 
         ticker = Ticker(hub: self)
-        registry = try RideRegistry(store: store, plans: config.plans, shards: max(1, config.threads), clock: clock, metrics: metrics)
-        for i in 0..<max(1, config.threads) {
-            let shard = Shard(index: i, hub: self, listenFD: listener.fd)
-            try shard.create(config: config)
-            shards.append(shard)
+        do throws(ServerError) {
+            registry = try RideRegistry(store: store, plans: config.plans, shards: max(1, config.threads), clock: clock, metrics: metrics)
+            for i in 0..<max(1, config.threads) {
+                let shard = Shard(index: i, hub: self, listenFD: listener.fd)
+                try shard.create(config: config)
+                shards.append(shard)
+            }
+        } catch {
+            // A refused start (store, TLS files, a port in use by a later thread) leaves nothing behind.
+            for shard in shards { lws_context_destroy(shard.context) }
+            freeContextStructures()
+            close(listener.fd)
+            throw error
         }
     }
 
