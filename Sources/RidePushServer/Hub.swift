@@ -93,45 +93,53 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
 
         ticker = Ticker(hub: self)
-        let threads = max(1, config.threads)
-        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
-        self.registry = registry
-        var book = RideBook(plans: config.plans)
-        var cluster: ClusterCatchUp?
-        do {
-            // Before the open rides: whatever commits while they load is read again, never missed.
-            if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
-            let open = try store.openRides()
-            registry.publishing { v in
-                for stored in open {
-                    book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
-                    _ = registry.add(stored.ride, &v)
+        do throws(ServerError) {
+            let threads = max(1, config.threads)
+            let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
+            self.registry = registry
+            var book = RideBook(plans: config.plans)
+            var cluster: ClusterCatchUp?
+            do {
+                // Before the open rides: whatever commits while they load is read again, never missed.
+                if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
+                let open = try store.openRides()
+                registry.publishing { v in
+                    for stored in open {
+                        book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
+                        _ = registry.add(stored.ride, &v)
+                    }
+                }
+            } catch {
+                throw ServerError("cannot load rides: \(error.message)")
+            }
+            let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster) {
+                [unowned self] i, events in shards[i].post(events)
+            }
+            storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
+                // The fate of that transaction is unknown: stop, and let a restart read the file
+                // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
+                FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT, so it is unknown whether the last group of transitions is durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
+                exit(70)
+            }
+            registry.connect(storeWorker)
+            if let pg = store as? PostgresStore {
+                let worker: StoreWorker<StoreCoordinator> = storeWorker
+                storeHealth = pg.health
+                clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
+                    worker.submit([.cluster(hints: hints, catchUp: catchUp)])
                 }
             }
-        } catch {
-            throw ServerError("cannot load rides: \(error.message)")
-        }
-        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster) {
-            [unowned self] i, events in shards[i].post(events)
-        }
-        storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
-            // The fate of that transaction is unknown: stop, and let a restart read the file
-            // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
-            FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT, so it is unknown whether the last group of transitions is durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
-            exit(70)
-        }
-        registry.connect(storeWorker)
-        if let pg = store as? PostgresStore {
-            let worker: StoreWorker<StoreCoordinator> = storeWorker
-            storeHealth = pg.health
-            clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
-                worker.submit([.cluster(hints: hints, catchUp: catchUp)])
+            for i in 0..<threads {
+                let shard = Shard(index: i, hub: self, listenFD: listener.fd)
+                try shard.create(config: config)
+                shards.append(shard)
             }
-        }
-        for i in 0..<threads {
-            let shard = Shard(index: i, hub: self, listenFD: listener.fd)
-            try shard.create(config: config)
-            shards.append(shard)
+        } catch {
+            // A refused start (store, TLS files, a port in use by a later thread) leaves nothing behind.
+            for shard in shards { lws_context_destroy(shard.context) }
+            freeContextStructures()
+            close(listener.fd)
+            throw error
         }
     }
 
