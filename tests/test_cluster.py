@@ -413,6 +413,10 @@ def test_kill9_of_a_node_with_watchers_they_reconnect_through_nginx_and_see_thei
             r = on_victim.request({"type": "pause", "ride": rid})
             assert r["state"] == "paused"
             paused[rid] = r
+        # Other nodes apply the pauses when the NOTIFY arrives (milliseconds later): the
+        # watchers start once every node shows them.
+        wait_until(lambda: all(n.get("/rides/%s" % rid)[1].get("state") == "paused" for n in nodes for rid in paused),
+                   10, "every node shows the pauses")
         url = "ws://127.0.0.1:%d/ws" % nginx.port
         result = asyncio.run(watch_through_kill(url, rides, 500, victim))
         print("watchers: %(connected)d connected, %(dropped)d dropped by the kill, %(reconnected)d reconnected, %(ticking)d ticking after" % result)
