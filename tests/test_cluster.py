@@ -146,6 +146,40 @@ def test_two_nodes_ending_the_same_ride_at_once_100_times_exactly_one_end(pg_db)
         b.stop()
 
 
+def test_a_time_limit_ends_the_ride_once_across_nodes(pg_db):
+    """Both nodes hold the ride and both try the auto-end at the same second: one append
+    wins, the other is refused and takes the winner's end; every watcher sees one end."""
+    pg, db = pg_db
+    uri = pg.uri(db)
+    a, b = node(uri), node(uri)
+    try:
+        ca = Client(a.ws)
+        started = ca.request({"type": "start", "ride": "r-limit", "limit": 3})
+        assert started["state"] == "riding"
+        wait_until(lambda: b.get("/rides/r-limit")[1].get("state") == "riding", 5, "B holds the ride")
+        watchers = [Client(a.ws), Client(b.ws)]
+        for w in watchers:
+            assert w.request({"type": "subscribe", "ride": "r-limit"})["state"] == "riding"
+        ends = [w.wait_for(lambda m: m.get("type") == "state" and m.get("state") == "ended", 8) for w in watchers]
+        assert [e["receipt"]["reason"] for e in ends] == ["time_limit", "time_limit"]
+        assert ends[0]["ended_at"] == ends[1]["ended_at"] == started["started_at"] + 3000
+        assert ends[0]["receipt"] == ends[1]["receipt"]
+        time.sleep(1.5)
+        for w in watchers:
+            try:
+                for _ in range(100):
+                    w.backlog.append(json.loads(w.ws.recv(timeout=0.3)))
+            except TimeoutError:
+                pass
+            assert [m for m in w.backlog if m.get("type") == "state" and m.get("state") == "ended"] == []
+        assert [k for _, k, _ in journal(pg, db, "r-limit")] == ["start", "end"]
+        for n in (a, b):
+            assert not any("auto-end of ride r-limit not recorded" in line for line in n.lines), n.lines
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_listener_killed_transitions_made_meanwhile_still_reach_every_node(pg_db):
     pg, db = pg_db
     uri = pg.uri(db)
@@ -413,6 +447,10 @@ def test_kill9_of_a_node_with_watchers_they_reconnect_through_nginx_and_see_thei
             r = on_victim.request({"type": "pause", "ride": rid})
             assert r["state"] == "paused"
             paused[rid] = r
+        # Other nodes apply the pauses when the NOTIFY arrives (milliseconds later): the
+        # watchers start once every node shows them.
+        wait_until(lambda: all(n.get("/rides/%s" % rid)[1].get("state") == "paused" for n in nodes for rid in paused),
+                   10, "every node shows the pauses")
         url = "ws://127.0.0.1:%d/ws" % nginx.port
         result = asyncio.run(watch_through_kill(url, rides, 500, victim))
         print("watchers: %(connected)d connected, %(dropped)d dropped by the kill, %(reconnected)d reconnected, %(ticking)d ticking after" % result)

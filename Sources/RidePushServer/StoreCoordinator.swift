@@ -54,6 +54,15 @@ final class StoreCoordinator: GroupCommitClient {
     func prepare(_ jobs: [StoreJob], store: RideStore) -> [StoreWrite] {
         let now = clock.now()
         catchUp(jobs, store: store)
+        if let shared = store as? SharedJournal {
+            // One round trip for the group's request ids instead of one per request.
+            let keys = jobs.compactMap { job -> ReplyKey? in
+                guard case .request(_, let id?, let scope, _, _) = job else { return nil }
+                let key = ReplyKey(scope: scope, id: id)
+                return recent[key] == nil ? key : nil
+            }
+            if keys.count > 1 { shared.prefetchReplies(keys) }
+        }
         var writes: [StoreWrite] = []
         for job in jobs {
             switch job {

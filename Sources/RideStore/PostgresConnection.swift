@@ -179,6 +179,51 @@ final class PostgresConnection {
         return PGResult(last)
     }
 
+    /// Runs `statements` in one round trip (libpq pipeline mode: all sent, then one sync) and
+    /// returns their results in order. After an error PostgreSQL skips the rest; the first
+    /// error is thrown (inside a transaction, the transaction is then aborted).
+    func pipeline(_ statements: [(sql: String, params: [PGValue])], timeoutMillis: Int? = nil) throws(PostgresError) -> [PGResult] {
+        let deadline = ContinuousClock.now + .milliseconds(timeoutMillis ?? settings.statementTimeoutMillis + 2_000)
+        let c = try handle()
+        guard PQenterPipelineMode(c) == 1 else { throw lost("entering pipeline mode") }
+        for st in statements { try send(c, st.sql, st.params) }
+        guard PQpipelineSync(c) == 1 else { throw lost("sending a pipeline") }
+        try flush(c, until: deadline)
+        var results: [PGResult] = []
+        var first: PostgresError?
+        var pending = statements.count
+        while pending > 0 {
+            guard let r = try nextResult(c, until: deadline) else {
+                pending -= 1  // a NULL ends each statement's results
+                continue
+            }
+            switch PQresultStatus(r) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                results.append(PGResult(r))
+            case PGRES_PIPELINE_ABORTED:
+                PQclear(r)
+                if first == nil { first = PostgresError(.server, "statement skipped after an earlier error in the pipeline") }
+            default:
+                if first == nil { first = serverError(r) }
+                PQclear(r)
+            }
+        }
+        guard let sync = try nextResult(c, until: deadline) else { throw lost("reading a pipeline's end") }
+        let status = PQresultStatus(sync)
+        PQclear(sync)
+        guard status == PGRES_PIPELINE_SYNC, PQexitPipelineMode(c) == 1 else { throw lost("leaving pipeline mode") }
+        if let first { throw first }
+        return results
+    }
+
+    private func nextResult(_ c: OpaquePointer, until deadline: ContinuousClock.Instant) throws(PostgresError) -> OpaquePointer? {
+        while PQisBusy(c) == 1 {
+            _ = try wait(c, Int16(POLLIN), until: deadline)
+            guard PQconsumeInput(c) == 1 else { throw lost("reading a reply") }
+        }
+        return PQgetResult(c)
+    }
+
     /// Notifications that have arrived, waiting up to `millis` for the first one. Reading
     /// also notices a connection the server closed (e.g. `pg_terminate_backend`).
     func notifications(waitingUpTo millis: Int) throws(PostgresError) -> [PostgresNotification] {

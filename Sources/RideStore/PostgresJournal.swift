@@ -59,11 +59,19 @@ enum PostgresJournal {
     /// COMMITTED a row another node is writing is read once that node commits, so the checks
     /// made against these rows hold until this transaction ends.
     static func lockRides(_ c: PostgresConnection, _ ids: [String], label: String) throws(PostgresError) -> [String: RideRow] {
-        guard !ids.isEmpty else { return [:] }
+        guard let st = lockStatement(ids) else { return [:] }
+        return try lockedRows(try c.query(st.sql, st.params))
+    }
+
+    /// The statement of `lockRides`; nil when there is nothing to lock.
+    static func lockStatement(_ ids: [String]) -> (sql: String, params: [PGValue])? {
+        guard !ids.isEmpty else { return nil }
         let sorted = Array(Set(ids)).sorted()
-        let r = try c.query("""
-            SELECT id, last_seq, state FROM ridepush.rides WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
-            """, [.text(arrayLiteral(sorted))])
+        return ("SELECT id, last_seq, state FROM ridepush.rides WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE",
+                [.text(arrayLiteral(sorted))])
+    }
+
+    static func lockedRows(_ r: PGResult) throws(PostgresError) -> [String: RideRow] {
         var out: [String: RideRow] = [:]
         for i in 0..<r.count {
             guard let seq = r.int(i, 1), let state = RideState(rawValue: r.text(i, 2)) else {
@@ -74,14 +82,30 @@ enum PostgresJournal {
         return out
     }
 
-    enum Outcome: Equatable { case written, idExists, replyExists }
+    enum Outcome: Equatable {
+        case written, idExists, replyExists
+        /// The ride's row was not at the expected seq (only when an earlier write of the same
+        /// pipelined batch was refused); nothing of the append was kept but its reply.
+        case stale
+        /// The ride row went in but the reply key was taken: the row must be taken out.
+        case replyExistsRowInserted
+    }
 
     /// Creates the ride row and its start entry (seq 1), records `reply` and notifies; or
     /// writes nothing.
     static func create(_ c: PostgresConnection, _ new: NewRide, reply: ReplyRecord?) throws(PostgresError) -> Outcome {
+        let st = createStatement(new, reply: reply)
+        let outcome = createOutcome(try c.query(st.sql, st.params), reply: reply)
+        guard outcome == .replyExistsRowInserted else { return outcome }
+        // The row went in but the reply key was taken: take the row back out (the rare path).
+        try c.query("DELETE FROM ridepush.rides WHERE id = $1::text", [.text(new.id)])
+        return .replyExists
+    }
+
+    static func createStatement(_ new: NewRide, reply: ReplyRecord?) -> (sql: String, params: [PGValue]) {
         // The ride row first: its insert waits for a concurrent insert of the same id (another
         // node's start) and then does nothing. The reply depends on the row, the entry on both.
-        let r = try c.query("""
+        ("""
             WITH r AS (
                 INSERT INTO ridepush.rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
                 VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::bigint, NULL, 1, 'riding')
@@ -97,38 +121,49 @@ enum PostgresJournal {
             SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j),
                    (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':1') FROM j) n)
             """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)] + replyParams(reply))
+    }
+
+    static func createOutcome(_ r: PGResult, reply: ReplyRecord?) -> Outcome {
         if (r.int(0, 1) ?? 0) == 1 { return .written }
         if (r.int(0, 0) ?? 0) == 0 { return .idExists }
-        // The row went in but the reply key was taken: take the row back out (the rare path).
-        try c.query("DELETE FROM ridepush.rides WHERE id = $1::text", [.text(new.id)])
-        return .replyExists
+        return .replyExistsRowInserted
     }
 
     /// Appends `entry` (already checked against the locked row) with `reply` and notifies;
-    /// or, when the reply key is taken, writes nothing.
+    /// or, when the reply key is taken, writes nothing. The row's seq is checked again in SQL,
+    /// so an append can never leave a gap whatever the caller checked.
     static func append(_ c: PostgresConnection, _ entry: JournalEntry, reply: ReplyRecord?) throws(PostgresError) -> Outcome {
+        let st = appendStatement(entry, reply: reply)
+        return appendOutcome(try c.query(st.sql, st.params), reply: reply)
+    }
+
+    static func appendStatement(_ entry: JournalEntry, reply: ReplyRecord?) -> (sql: String, params: [PGValue]) {
         let t = entry.transition
         var reason: String?
         var metres: Int64?
         var endedAt: Int64?
         if case .end(let at, let why, let m) = t { (reason, metres, endedAt) = (why.rawValue, m, at) }
-        let r = try c.query("""
+        return ("""
             WITH p AS (
                 INSERT INTO ridepush.replies (scope, id, request, bytes, at)
                 SELECT $8::bytea, $9::bytea, $10::text, $11::bytea, $12::bigint WHERE $8::bytea IS NOT NULL
                 ON CONFLICT DO NOTHING RETURNING 1),
             u AS (
                 UPDATE ridepush.rides SET last_seq = $2::integer, state = $7::text, ended_at = COALESCE($13::bigint, ended_at)
-                WHERE id = $1::text AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))
+                WHERE id = $1::text AND last_seq = $2::integer - 1 AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))
                 RETURNING id),
             j AS (
                 INSERT INTO ridepush.journal (ride_id, seq, kind, at, reason, metres)
                 SELECT id, $2::integer, $3::text, $4::bigint, $5::text, $6::bigint FROM u RETURNING ride_id)
-            SELECT (SELECT count(*) FROM j),
+            SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM j),
                    (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':' || $2::integer) FROM j) n)
             """, [.text(entry.ride), .int(entry.seq), .text(t.kind), .int(t.at), .text(reason), .int(metres),
                   .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)])
-        return (r.int(0, 0) ?? 0) == 1 ? .written : .replyExists
+    }
+
+    static func appendOutcome(_ r: PGResult, reply: ReplyRecord?) -> Outcome {
+        if (r.int(0, 1) ?? 0) == 1 { return .written }
+        return reply != nil && (r.int(0, 0) ?? 0) == 0 ? .replyExists : .stale
     }
 
     static func prune(_ c: PostgresConnection, repliesBefore instant: UnixMillis) throws(PostgresError) {

@@ -10,6 +10,9 @@ public protocol SharedJournal: AnyObject {
     func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor)
     /// One ride's entries after `seq`, in order.
     func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry]
+    /// Reads the recorded replies of a group's request ids at once (a network store pays a
+    /// round trip per read); `reply(for:)` then answers those keys until the next commit.
+    func prefetchReplies(_ keys: [ReplyKey])
     /// The server process of the store's own connection (0 when none), readable from any
     /// thread: a node skips its own notifications.
     var ownBackend: BackendID { get }

@@ -21,6 +21,8 @@ public final class PostgresStore: RideStore {
     public let ownBackend = BackendID()
     /// Whether the last call reached PostgreSQL.
     public let health = ConnectionHealth()
+    /// Replies read ahead for the group being decided (nil value: known not recorded).
+    private var prefetched: [ReplyKey: StoredReply?]?
     /// Tests hold a transaction open here (its row locks taken) to race another node.
     var beforeCommit: (() -> Void)?
 
@@ -62,6 +64,8 @@ public final class PostgresStore: RideStore {
             _ = try connection()
             return []
         }
+        prefetched = nil  // the group has been decided; later reads go to PostgreSQL
+        if let results = try pipelined(batch) { return results }
         return try transaction { (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
             var rows = try PostgresJournal.lockRides(c, batch.map(\.rideID), label: label)
             var results: [WriteResult] = []
@@ -77,9 +81,9 @@ public final class PostgresStore: RideStore {
                     case .written:
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         results.append(.written)
-                    case .idExists:
+                    case .idExists, .stale:
                         results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
-                    case .replyExists:
+                    case .replyExists, .replyExistsRowInserted:
                         results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
                     }
                 case .append(let entry, let reply):
@@ -95,13 +99,107 @@ public final class PostgresStore: RideStore {
                     case .written:
                         rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
                         results.append(.written)
-                    case .replyExists, .idExists:
+                    case .replyExists, .idExists, .replyExistsRowInserted:
                         results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                    case .stale:
+                        results.append(.refused(StoreError(.conflict, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
                     }
                 }
             }
             return results
         }
+    }
+
+    /// The usual case in three round trips whatever the batch's size: `BEGIN` + the lock,
+    /// every write (checked in Swift against the locked rows as the batch goes, then sent
+    /// together in pipeline mode), `COMMIT`. Returns nil, after rolling back, when a write
+    /// checked as fine was still refused by PostgreSQL (a reply key or a ride id another node
+    /// took concurrently, and so anything after it that relied on it): the write-by-write path
+    /// then redoes the batch and words each refusal exactly.
+    private func pipelined(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult]? {
+        var attempt = 0
+        while true {
+            let c = try connection()
+            do throws(PostgresError) {
+                let lock = PostgresJournal.lockStatement(batch.map(\.rideID))!
+                var rows = try PostgresJournal.lockedRows(try c.pipeline([("BEGIN", []), lock])[1])
+                var results: [WriteResult?] = []
+                var statements: [(sql: String, params: [PGValue])] = []
+                for write in batch {
+                    switch write {
+                    case .create(let new, let reply):
+                        if rows[new.id] != nil {
+                            results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                            continue
+                        }
+                        rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
+                        statements.append(PostgresJournal.createStatement(new, reply: reply))
+                    case .append(let entry, let reply):
+                        guard let row = rows[entry.ride] else {
+                            results.append(.refused(StoreError(.notFound, "no ride \(entry.ride)")))
+                            continue
+                        }
+                        if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
+                            results.append(.refused(e))
+                            continue
+                        }
+                        rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
+                        statements.append(PostgresJournal.appendStatement(entry, reply: reply))
+                    }
+                    results.append(nil)
+                }
+                if !statements.isEmpty {
+                    let out = try c.pipeline(statements)
+                    var k = 0
+                    for (i, write) in batch.enumerated() where results[i] == nil {
+                        let outcome: PostgresJournal.Outcome
+                        switch write {
+                        case .create(_, let reply): outcome = PostgresJournal.createOutcome(out[k], reply: reply)
+                        case .append(_, let reply): outcome = PostgresJournal.appendOutcome(out[k], reply: reply)
+                        }
+                        k += 1
+                        guard outcome == .written else {
+                            try c.query("ROLLBACK")
+                            return nil
+                        }
+                        results[i] = .written
+                    }
+                }
+                beforeCommit?()
+                try c.query("COMMIT")
+                return results.map { $0! }
+            } catch {
+                if c.isOpen { _ = try? c.query("ROLLBACK") } else { health.down(error.message) }
+                attempt += 1
+                if error.kind == .server, error.sqlState == "40P01" || error.sqlState == "40001", attempt < 3 { continue }
+                throw StoreError(postgres: error, label: label)
+            }
+        }
+    }
+
+    // MARK: exactly-once replies read ahead
+
+    /// Reads the recorded replies of a whole group's request ids in one round trip, so the
+    /// decisions that follow need none each; `reply(for:)` answers those keys from it until
+    /// the group commits.
+    public func prefetchReplies(_ keys: [ReplyKey]) {
+        prefetched = nil
+        guard !keys.isEmpty, let c = try? connection() else { return }
+        let hex: (String) -> String = { Array($0.utf8).map { String(format: "%02x", $0) }.joined() }
+        let scopes = PostgresJournal.arrayLiteral(keys.map { hex($0.scope) })
+        let ids = PostgresJournal.arrayLiteral(keys.map { hex($0.id) })
+        guard let r = try? c.query("""
+            SELECT encode(r.scope, 'hex'), encode(r.id, 'hex'), r.request, r.bytes FROM ridepush.replies r
+            JOIN unnest($1::text[], $2::text[]) AS k(s, i) ON r.scope = decode(k.s, 'hex') AND r.id = decode(k.i, 'hex')
+            """, [.text(scopes), .text(ids)]) else { return }
+        var found: [String: StoredReply] = [:]
+        for i in 0..<r.count {
+            guard let bytes = r.bytes(i, 3) else { return }
+            found[r.text(i, 0) + ":" + r.text(i, 1)] = StoredReply(request: r.optionalText(i, 2), bytes: bytes)
+        }
+        var cache: [ReplyKey: StoredReply?] = [:]
+        for k in keys { cache[k] = .some(found[hex(k.scope) + ":" + hex(k.id)]) }
+        prefetched = cache
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
@@ -121,7 +219,8 @@ public final class PostgresStore: RideStore {
     }
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
-        try read { (c: PostgresConnection) throws(StoreError) in
+        if let cached = prefetched?[key] { return cached }
+        return try read { (c: PostgresConnection) throws(StoreError) in
             try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresJournal.reply(c, for: key) }
         }
     }

@@ -300,6 +300,24 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertTrue(store.health.isUp)
     }
 
+    /// A group's reply lookups in one round trip: answered from what was read ahead (even a
+    /// key known not to be recorded) until the group commits, then from PostgreSQL again.
+    func testPrefetchedRepliesAnswerUntilTheGroupCommits() throws {
+        let store = try open()
+        let k1 = ReplyKey(scope: "u\u{0}", id: "q1"), k2 = ReplyKey(scope: "u", id: "q2"), k3 = ReplyKey(scope: "u", id: "q3")
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start r", bytes: [0, 7], at: t0))
+        store.prefetchReplies([k1, k2])
+        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        XCTAssertEqual(try store.reply(for: k1), StoredReply(request: "start r", bytes: [0, 7]))
+        XCTAssertNil(try store.reply(for: k2))
+        // Not read ahead: a real read, on the connection that is gone.
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.reply(for: k3) }?.kind, .unavailable)
+        usleep(300_000)
+        XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)),
+                                                 reply: ReplyRecord(key: k2, request: "pause r", bytes: [2], at: t0 + 1))]), [.written])
+        XCTAssertEqual(try store.reply(for: k2), StoredReply(request: "pause r", bytes: [2]))
+    }
+
     /// A journal edited by hand so it no longer replays is reported, not guessed at.
     func testDamagedJournalIsReportedAsCorrupt() throws {
         let store = try open()
