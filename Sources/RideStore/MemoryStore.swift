@@ -43,6 +43,18 @@ public final class MemoryStore: RideStore {
         return rides[id]
     }
 
+    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
+        try checkOpen()
+        switch page {
+        case .byStart(let after):
+            let keyed = rides.values.map { ($0.key(in: page)!, $0) }.filter { after == nil || after! < $0.0 }
+            return keyed.sorted { $0.0 < $1.0 }.prefix(max(0, limit)).map(\.1)
+        case .ended(let before):
+            let keyed = rides.values.compactMap { r in r.key(in: page).map { ($0, r) } }.filter { before == nil || $0.0 < before! }
+            return keyed.sorted { $1.0 < $0.0 }.prefix(max(0, limit)).map(\.1)
+        }
+    }
+
     public func reply(for key: ReplyKey) throws(StoreError) -> [UInt8]? {
         try checkOpen()
         return replies[key]?.bytes

@@ -6,7 +6,7 @@
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 2
+    static let current: Int64 = 3
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -47,6 +47,12 @@ enum Schema {
                 PRIMARY KEY (scope, id)
             ) WITHOUT ROWID;
             CREATE INDEX replies_at ON replies (at);
+            """),
+        (3, """
+            -- The operator's ride listing pages by keyset: every ride by start, ended rides
+            -- newest first. Without these each page would sort every ride ever recorded.
+            CREATE INDEX rides_started ON rides (started_at, id);
+            CREATE INDEX rides_ended ON rides (ended_at, id) WHERE ended_at IS NOT NULL;
             """),
     ]
 }
