@@ -87,6 +87,7 @@ extension Shard {
     func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
         for sub in s.subscriptions { detach(sub) }
         s.subscriptions.removeAll()
+        dropOpsWatcher(s)
         sessions[ObjectIdentifier(s)] = nil
         hub.release(s.peer)
         hub.metrics.add(hub.metrics.connections, -1)
@@ -100,6 +101,7 @@ extension Shard {
         if let i = slot.subscribers.firstIndex(where: { $0 === sub }) {
             slot.subscribers.swapAt(i, slot.subscribers.count - 1)
             slot.subscribers.removeLast()
+            sub.live.watchers.subtract(1, ordering: .relaxed)
             hub.metrics.add(hub.metrics.subscribers, -1)
         }
         supersedeTick(sub)

@@ -17,6 +17,7 @@ extension Shard {
         case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
         case "/quote": return quote(wsi)
+        case "/rides": return ridesListing(wsi)
         default:
             if path.hasPrefix("/rides/") { return rideDocument(wsi, String(path.dropFirst(7))) }
             return staticFile(wsi, path)
@@ -38,7 +39,10 @@ extension Shard {
         switch hub.registry.find(id) {
         case .success(let live):
             let ride = hub.registry.snapshot(live)
-            return respond(wsi, 200, json: ServerMessages.rideDocument(ride: ride, plan: live.plan, at: hub.clock.now()))
+            let doc = ServerMessages.rideDocument(ride: ride, plan: live.plan, at: hub.clock.now())
+            // Operators (and ?journal=1) also get the journal and the watchers (OpsRequests.swift).
+            let journal = urlArg(wsi, "journal") == "1" || (hub.authRequired && httpClaims(wsi)?.ops == true)
+            return respond(wsi, 200, json: journal ? withJournal(doc, live) ?? doc : doc)
         case .failure(let e):
             return respond(wsi, e.code == .rideNotFound ? 404 : 503, json: errorJSON(e.code.rawValue, e.message))
         }

@@ -13,6 +13,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     private(set) var registry: RideRegistry!
     private(set) var shards: [Shard] = []
     private(set) var ticker: Ticker!
+    let ops: OpsFeed
     let signer: TokenSigner?
     var authRequired: Bool { signer != nil }
     let publicDir: String
@@ -76,13 +77,15 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                 options: nil, name: UnsafePointer(strdup(h.0)), value: UnsafePointer(strdup(h.1)))
         }
 
+        ops = OpsFeed(threads: max(1, config.threads))
         ticker = Ticker(hub: self)
-        registry = try RideRegistry(store: store, plans: config.plans, shards: max(1, config.threads), clock: clock, metrics: metrics)
+        registry = try RideRegistry(store: store, plans: config.plans, shards: max(1, config.threads), clock: clock, metrics: metrics, ops: ops)
         for i in 0..<max(1, config.threads) {
             let shard = Shard(index: i, hub: self, listenFD: listener.fd)
             try shard.create(config: config)
             shards.append(shard)
         }
+        ops.shards = shards
     }
 
     /// Services every thread until `shutdown()`; returns when all sessions were closed.

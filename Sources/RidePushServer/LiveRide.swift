@@ -1,4 +1,5 @@
 import RideCore
+import Synchronization
 
 /// A ride the server holds in memory. `ride` and `warned` are guarded by the registry's
 /// lock; `slots[i]` belongs to service thread i alone, so fan-out needs no lock.
@@ -12,6 +13,8 @@ final class LiveRide: @unchecked Sendable {
     var warned: Set<Int64> = []
     /// Position in the registry's list of rides that tick, for O(1) removal.
     var liveIndex = -1
+    /// Subscriptions to it on all threads (shown to operators).
+    let watchers = Atomic<Int>(0)
     let slots: [ShardSlot]
 
     init(ride: Ride, plan: PlanBox, shards: Int) {

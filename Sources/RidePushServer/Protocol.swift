@@ -9,6 +9,7 @@ extension Shard {
         switch ClientCodec.decode(bytes) {
         case .success(let e): env = e
         case .failure(let e):
+            if e.code == .unknownType, let ops = OpsRequest.decode(bytes) { return handleOps(s, ops) }
             hub.metrics.control("invalid", e.code.rawValue)
             return reply(s, e)
         }
@@ -55,6 +56,7 @@ extension Shard {
                 let sub = Subscription(live: live, session: s)
                 s.subscriptions.append(sub)
                 live.slots[index].subscribers.append(sub)
+                live.watchers.add(1, ordering: .relaxed)
                 hub.metrics.add(hub.metrics.subscribers)
             }
             hub.metrics.control("subscribe", "ok")
@@ -70,7 +72,8 @@ extension Shard {
             s.enqueue(ServerMessages.unsubscribed(ride: ride, id: env.id, prefix: pre))
         case .get(let ride):
             guard let live = watchable(s, ride, env.id) else { return }
-            s.enqueue(stateMessage(live, id: env.id))
+            let state = stateMessage(live, id: env.id)
+            s.enqueue(s.access?.claims.ops == true ? withJournal(state, live) ?? state : state)
         case .quote(let planID, let seconds, let paused):
             guard let plan = hub.registry.plan(planID) else {
                 return reply(s, ProtocolError(.planNotFound, "no plan \"\(planID ?? "")\"", id: env.id))

@@ -32,12 +32,15 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
     let shards: Int
     let clock: RideClock
     let metrics: Metrics
+    /// The operator feed, told of every transition and tick under the lock (OpsFeed.swift).
+    let ops: OpsFeed?
     private let state = Mutex(State())
     static let keptEndedRides = 10_000
     let pre = Int(clws_pre())
 
-    init(store: RideStore, plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics) throws(ServerError) {
+    init(store: RideStore, plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil) throws(ServerError) {
         self.store = store
+        self.ops = ops
         var byID: [String: FarePlan] = [:]
         for p in plans { byID[p.id] = p }
         self.plans = byID
@@ -93,6 +96,11 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
 
     func snapshot(_ live: LiveRide) -> Ride { state.withLock { _ in live.ride } }
 
+    /// Runs `body` under the lock with every ride and the store (the operator views).
+    func inspect<T>(_ body: (RegistryView) -> T) -> T {
+        state.withLock { s in body(RegistryView(live: s.live, rides: s.rides, store: store)) }
+    }
+
     /// `start`: records the ride, then answers with its state.
     func start(id: String?, rideID: String?, planID: String?, limit: Int64?, owner: String?, scope: String) -> Outcome {
         state.withLock { s in
@@ -117,6 +125,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
             s.rides[rid] = live
             live.liveIndex = s.live.count
             s.live.append(live)
+            ops?.transition("start", ride, plan, at: at, watchers: 0)
             metrics.control("start", "ok")
             return Outcome(reply: reply, push: nil)
         }
@@ -150,6 +159,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                 return fail(ProtocolError(.unavailable, "could not record the \(cmd.rawValue): \(error.message)", id: id), cmd.rawValue)
             }
             apply(next, to: live, &s)
+            ops?.transition(cmd.rawValue, next, live.plan, at: tr.at, watchers: live.watchers.load(ordering: .relaxed))
             metrics.control(cmd.rawValue, "ok")
             let push = ServerMessages.state(ride: next, plan: live.plan, at: at, id: nil, prefix: pre)
             return Outcome(reply: reply, push: (live, push))
@@ -202,6 +212,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                     do throws(StoreError) {
                         try store.append(ride: live.id, tr, reply: nil)
                         apply(next, to: live, &s)
+                        ops?.transition("end", next, live.plan, at: tr.at, watchers: live.watchers.load(ordering: .relaxed))
                         metrics.control("end", tr.kind == "end" ? "auto" : "ok")
                         pushes.append((live, ServerMessages.state(ride: next, plan: live.plan, at: at, id: nil, prefix: pre)))
                         continue  // the last ride moved into slot i
@@ -217,6 +228,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                         live.warned.insert(threshold)
                         if threshold == 60 { live.warned.insert(300) }
                         pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))
+                        ops?.warning(ride: live.id, remaining: remaining, at: at)
                         break
                     }
                 }
@@ -230,6 +242,7 @@ final class RideRegistry: @unchecked Sendable {  // all mutable state sits in `s
                 ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: pre)
                 frames.append((live, f))
             }
+            ops?.tick(seq: seq, at: at, live: s.live, ended: s.rides.count - s.live.count)
             return (TickBatch(seq: seq, at: at, rides: frames), pushes)
         }
     }

@@ -9,6 +9,8 @@ enum ShardEvent {
     case tick(TickBatch)
     /// A message for every subscriber of the ride on this thread, except `except`.
     case push(LiveRide, [UInt8], except: ObjectIdentifier?)
+    /// For this thread's operators (OpsFeed.swift).
+    case ops(OpsItem)
     case shutdown
 }
 
@@ -124,6 +126,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         switch e {
         case .tick(let batch): fanOut(batch)
         case .push(let live, let frame, let except): push(live, frame, except: except)
+        case .ops(let item): deliverOps(item)
         case .shutdown: beginShutdown()
         }
     }
@@ -224,7 +227,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             if n < 0 { return -1 }
         } else if s.hasOutbox {
             var f = s.popOutbox()
-            if write(s.wsi, &f) < 0 { return -1 }
+            if f.isEmpty {  // Shard.fleetFrameMarker
+                if writeFleetFrame(s) < 0 { return -1 }
+            } else if write(s.wsi, &f) < 0 { return -1 }
         } else if s.pendingTicks > 0 {
             for sub in s.subscriptions where sub.pending {
                 sub.pending = false
