@@ -352,3 +352,33 @@ def test_listing_refuses_bad_limits_states_and_cursors(secured):
         assert status == 400 and body["error"]["code"] == "bad_request" and word in body["error"]["message"], (q, body)
     status, body, _ = get_json(secured, "/rides?limit=500", ops)
     assert status == 200 and len(body["rides"]) <= 500
+
+
+def test_an_operator_who_stops_reading_is_dropped_and_the_others_keep_their_frames():
+    from test_overload import health, raw_ws, scrape, value, ws_frame
+    with Server("--slow-consumer-lag", "3", *FAST) as srv, Client(srv.ws) as driver:
+        start_many(driver, 300, "slow")
+        with Client(srv.ws) as op:
+            watch_all(op)
+            slow = raw_ws(srv.port, rcvbuf=2048)
+            try:
+                slow.sendall(ws_frame(json.dumps({"type": "watch_all", "id": "never-read"})))
+                seqs, started, gone_at = [], time.monotonic(), None
+                while time.monotonic() - started < 25:
+                    try:
+                        m = op.recv(timeout=0.3)
+                    except TimeoutError:
+                        m = None
+                    if m and m["type"] == "fleet":
+                        assert len(m["rows"]) == 300
+                        seqs.append(m["seq"])
+                    if gone_at is None and health(srv)["connections"] == 2:
+                        gone_at = time.monotonic() - started
+                    if gone_at is not None and time.monotonic() - started > gone_at + 2.5:
+                        break
+                assert gone_at is not None, "the operator who never reads is still connected after 25 s"
+                assert value(scrape(srv), "ridepush_slow_consumer_disconnects_total") >= 1
+                assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "the reading operator missed no frame"
+                assert len(seqs) >= gone_at  # about one a second all along
+            finally:
+                slow.close()
