@@ -85,7 +85,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             try shard.create(config: config)
             shards.append(shard)
         }
-        ops.shards = shards
+        ops.deliver = { [shards] item in for s in shards { s.post(.ops(item)) } }
     }
 
     /// Services every thread until `shutdown()`; returns when all sessions were closed.

@@ -16,7 +16,7 @@ struct OpsItem: @unchecked Sendable {  // immutable once made; the bytes are cop
 /// — each transition as it commits, one fleet frame per tick — so item numbers and every
 /// thread's mailbox follow commit order, and each thread hands its watchers the items in
 /// that order. A frame is encoded once per tick for every watcher on every thread.
-final class OpsFeed: @unchecked Sendable {  // atomics; `shards` is set once in Hub.init before any thread runs; slots[i] is service thread i's
+final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in Hub.init before any thread runs; slots[i] is service thread i's
     /// Watchers on all threads: while it is 0 nothing is encoded for the feed.
     let watching = Atomic<Int>(0)
     /// Number of the last item published (under the registry's lock).
@@ -24,7 +24,8 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `shards` is set once in 
     /// The seq of the last tick, which a snapshot stands for.
     let lastSeq = Atomic<Int64>(0)
     let slots: [OpsSlot]
-    var shards: [Shard] = []
+    /// Hands an item to every service thread (Hub.init: each shard's mailbox).
+    var deliver: (OpsItem) -> Void = { _ in }
     let pre = Int(clws_pre())
 
     init(threads: Int) {
@@ -61,7 +62,7 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `shards` is set once in 
 
     private func publish(_ bytes: [UInt8], isFrame: Bool) {
         let item = OpsItem(number: published.add(1, ordering: .relaxed).newValue, bytes: bytes, isFrame: isFrame)
-        for s in shards { s.post(.ops(item)) }
+        deliver(item)
     }
 }
 
