@@ -1,6 +1,5 @@
 import CLibWebSockets
 import RideCore
-import RideStore
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.
@@ -12,14 +11,15 @@ struct OpsItem: @unchecked Sendable {  // immutable once made; the bytes are cop
     let isFrame: Bool
 }
 
-/// The operator feed behind `watch_all`. The registry publishes into it under its own lock
-/// — each transition as it commits, one fleet frame per tick — so item numbers and every
-/// thread's mailbox follow commit order, and each thread hands its watchers the items in
-/// that order. A frame is encoded once per tick for every watcher on every thread.
+/// The operator feed behind `watch_all`. Everything is published under the registry's view
+/// lock — each transition by the store worker once it has committed, one fleet frame per
+/// tick by the ticker — so item numbers and every thread's mailbox follow commit order, and
+/// each thread hands its watchers the items in that order. A frame is encoded once per tick
+/// for every watcher on every thread.
 final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in Hub.init before any thread runs; slots[i] is service thread i's
     /// Watchers on all threads: while it is 0 nothing is encoded for the feed.
     let watching = Atomic<Int>(0)
-    /// Number of the last item published (under the registry's lock).
+    /// Number of the last item published (under the registry's view lock).
     private let published = Atomic<UInt64>(0)
     /// The seq of the last tick, which a snapshot stands for.
     let lastSeq = Atomic<Int64>(0)
@@ -34,10 +34,10 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in
 
     var active: Bool { watching.load(ordering: .relaxed) > 0 }
 
-    /// The number a snapshot taken now (under the registry's lock) already covers.
+    /// The number a snapshot taken now (under the registry's view lock) already covers.
     var lastNumber: UInt64 { published.load(ordering: .relaxed) }
 
-    // MARK: publishing (under the registry's lock)
+    // MARK: publishing (under the registry's view lock)
 
     func transition(_ kind: String, _ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
         guard active else { return }
@@ -49,14 +49,15 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in
         publish(OpsMessages.warning(ride: ride, remaining: remaining, at: at, prefix: pre), isFrame: false)
     }
 
-    /// The tick's frame: every ride in `live` (the registry's ticking rides).
+    /// The tick's frame: every ride in `live` that ticks (the registry's, under its view
+    /// lock). A ride whose auto-end is on its way to the store is left out, as from the ticks.
     func tick(seq: Int64, at: UnixMillis, live: [LiveRide], ended: Int) {
         lastSeq.store(seq, ordering: .relaxed)
         guard active else { return }
         var counts = RideCounts(ended: ended)
-        for l in live { if l.ride.state == .paused { counts.paused += 1 } else { counts.riding += 1 } }
+        for l in live where !l.autoEndQueued { if l.ride.state == .paused { counts.paused += 1 } else { counts.riding += 1 } }
         var frame = OpsMessages.Fleet(seq: seq, at: at, counts: counts, rides: live.count, prefix: pre)
-        for l in live { frame.row(l.ride, l.plan, at: at, watchers: l.watchers.load(ordering: .relaxed)) }
+        for l in live where !l.autoEndQueued { frame.row(l.ride, l.plan, at: at, watchers: l.subscriberCount.load(ordering: .relaxed)) }
         publish(frame.finish(), isFrame: true)
     }
 
@@ -105,11 +106,11 @@ extension Shard {
             hub.ops.watching.add(1, ordering: .relaxed)
         }
         let at = hub.clock.now()
-        let (rides, counts, since) = hub.registry.inspect { v in
+        let (rides, counts, since) = hub.registry.view.withLock { v in
             var c = RideCounts(ended: v.rides.count - v.live.count)
             let rows = v.live.map { l -> (ride: Ride, plan: FarePlan, watchers: Int) in
                 if l.ride.state == .paused { c.paused += 1 } else { c.riding += 1 }
-                return (l.ride, l.plan, l.watchers.load(ordering: .relaxed))
+                return (l.ride, l.plan, l.subscriberCount.load(ordering: .relaxed))
             }
             return (rows, c, hub.ops.lastNumber)
         }
@@ -192,13 +193,4 @@ extension Shard {
     func isOperator(_ s: Session) -> Bool {
         !hub.authRequired || s.access?.claims.ops == true
     }
-}
-
-/// A locked look at the registry's rides for the operator views (RideRegistry.inspect).
-struct RegistryView {
-    /// Rides that tick (riding and paused).
-    let live: [LiveRide]
-    /// Every ride in memory by id (ended ones are kept a while).
-    let rides: [String: LiveRide]
-    let store: RideStore
 }

@@ -38,39 +38,39 @@ extension Shard {
             cursor = k
         }
         let at = hub.clock.now()
-        let page: Result<(rows: [(ride: Ride, plan: FarePlan, watchers: Int)], next: RideKey?), StoreError>
         switch state {
         case "riding", "paused":
             let wanted: RideState = state == "riding" ? .riding : .paused
             // Copied under the lock, sorted outside it.
-            let open = hub.registry.inspect { v in
+            let open = hub.registry.view.withLock { v in
                 var rows: [(key: RideKey, ride: Ride, plan: FarePlan, watchers: Int)] = []
                 for l in v.live where l.ride.state == wanted {
                     let k = RideKey(at: l.ride.startedAt, id: l.id)
                     if let c = cursor, !(c < k) { continue }
-                    rows.append((k, l.ride, l.plan, l.watchers.load(ordering: .relaxed)))
+                    rows.append((k, l.ride, l.plan, l.subscriberCount.load(ordering: .relaxed)))
                 }
                 return rows
             }
-            page = .success(Shard.cut(open.sorted { $0.key < $1.key }, limit))
-        default:
-            let order: RidePage = state == "ended" ? .ended(before: cursor) : .byStart(after: cursor)
-            page = hub.registry.inspect { v in
-                Result { () throws(StoreError) in
-                    let stored = try v.store.rides(order, limit: limit + 1)
-                    let rows = stored.map { r in
-                        (key: r.key(in: order)!, ride: r.ride, plan: v.rides[r.id]?.plan ?? hub.registry.plans[r.planID] ?? .standard,
-                         watchers: v.rides[r.id]?.watchers.load(ordering: .relaxed) ?? 0)
-                    }
-                    return Shard.cut(rows, limit)
-                }
-            }
-        }
-        switch page {
-        case .success(let p):
+            let p = Shard.cut(open.sorted { $0.key < $1.key }, limit)
             return respond(wsi, 200, json: OpsMessages.page(p.rows, at: at, next: p.next.map(OpsMessages.cursor)))
-        case .failure(let e):
-            return respond(wsi, 503, json: errorJSON("unavailable", "ride storage is unavailable: \(e.message)"))
+        default:
+            // Ended rides (and every ride) come from the store, on the store worker's thread.
+            let order: RidePage = state == "ended" ? .ended(before: cursor) : .byStart(after: cursor)
+            let registry: RideRegistry = hub.registry
+            let limit = limit
+            return awaitStore(wsi, "/rides") { store in
+                let stored: [StoredRide]
+                do throws(StoreError) { stored = try store.rides(order, limit: limit + 1) } catch {
+                    return OpsAnswer(status: 503, body: OpsMessages.error("unavailable", "ride storage is unavailable: \(error.message)"))
+                }
+                let rows = stored.map { r in
+                    let live = registry.find(r.id)
+                    return (key: r.key(in: order)!, ride: r.ride, plan: live?.plan ?? registry.plans[r.planID] ?? .standard,
+                            watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0)
+                }
+                let p = Shard.cut(rows, limit)
+                return OpsAnswer(status: 200, body: OpsMessages.page(p.rows, at: at, next: p.next.map(OpsMessages.cursor)))
+            }
         }
     }
 

@@ -181,6 +181,20 @@ enum OpsMessages {
         return out
     }
 
+    /// `{"error":{"code":…,"message":…}}`, as every HTTP error of the server (Shard.errorJSON),
+    /// for answers made off the service threads.
+    static func error(_ code: String, _ message: String) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("error")
+        w.beginObject()
+        w.field("code", code)
+        w.field("message", message)
+        w.endObject()
+        w.endObject()
+        return w.bytes
+    }
+
     static func counts(_ w: inout JSONWriter, _ c: RideCounts) {
         w.key("counts")
         w.beginObject()
