@@ -188,9 +188,4 @@ extension Shard {
         s.lastTick = tickTime
         return 0
     }
-
-    /// Whether the session may use the operator feed and listing: an ops token, or auth off.
-    func isOperator(_ s: Session) -> Bool {
-        !hub.authRequired || s.access?.claims.ops == true
-    }
 }

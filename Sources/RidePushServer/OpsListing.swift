@@ -56,9 +56,8 @@ extension Shard {
         default:
             // Ended rides (and every ride) come from the store, on the store worker's thread.
             let order: RidePage = state == "ended" ? .ended(before: cursor) : .byStart(after: cursor)
-            let registry: RideRegistry = hub.registry
             let limit = limit
-            return awaitStore(wsi, "/rides") { store in
+            return awaitStore(wsi, "/rides") { store, registry in
                 let stored: [StoredRide]
                 do throws(StoreError) { stored = try store.rides(order, limit: limit + 1) } catch {
                     return OpsAnswer(status: 503, body: OpsMessages.error("unavailable", "ride storage is unavailable: \(error.message)"))

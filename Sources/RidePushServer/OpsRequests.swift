@@ -34,60 +34,57 @@ struct OpsAnswer: Sendable {
     let body: [UInt8]
 }
 
-extension Shard {
-    /// The same gate as every ride.v1 message (a token, unexpired), then ops only. Waits its
-    /// turn behind the session's requests still at the store worker, like a `get`.
-    func handleOps(_ s: Session, _ req: OpsRequest, inTurn: Bool = false) {
-        if !inTurn, s.inFlight > 0 {
-            return toWorker(s, .lookup(nil, from: requester(s), then: .ops(req)))
+extension Connection {
+    /// `watch_all` / `unwatch_all`: the same gate as every ride.v1 message (a token,
+    /// unexpired), then ops tokens only. Waits its turn behind this connection's requests at
+    /// the store worker, like a `get`, so the snapshot follows the replies asked for before it.
+    mutating func operatorRequest(_ req: OpsRequest, _ ctx: some ConnectionContext, from: Requester, inTurn: Bool,
+                                  _ out: inout [ConnectionAction]) {
+        if !inTurn, inFlight > 0 { return submit(.lookup(nil, from: from, then: .ops(req)), &out) }
+        if ctx.signer != nil, access == nil {
+            return refuse(ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: req.id), ctx, &out)
         }
-        if hub.authRequired, s.access == nil {
-            return refuse(s, ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: req.id))
-        }
-        if let exp = s.access?.claims.exp, exp <= hub.clock.now() / 1000 - TokenSigner.leeway {
-            return refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: req.id))
+        if let exp = access?.claims.exp, exp <= ctx.now() / 1000 - TokenSigner.leeway {
+            return refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: req.id), ctx, &out)
         }
         let type = req.kind == .watchAll ? "watch_all" : "unwatch_all"
-        guard isOperator(s) else {
-            hub.metrics.control(type, ErrorCode.forbidden.rawValue)
-            return reply(s, ProtocolError(.forbidden, "\(type) needs an operator (ops) token", id: req.id))
+        guard ctx.signer == nil || access?.claims.ops == true else {
+            ctx.count(type, ErrorCode.forbidden.rawValue)
+            return out.append(.send(ServerMessages.error(ProtocolError(.forbidden, "\(type) needs an operator (ops) token", id: req.id), prefix: pre)))
         }
         switch req.kind {
         case .watchAll:
             // A snapshot of a big fleet is megabytes: counted like a control message.
-            guard withinRate(s) else {
-                hub.metrics.add(hub.metrics.rateLimited)
-                return reply(s, ProtocolError(.rateLimited, "more than \(hub.config.controlRate) requests per second; slow down", id: req.id))
+            guard withinRate(ctx) else {
+                ctx.rateLimited()
+                return out.append(.send(ServerMessages.error(ProtocolError(.rateLimited, "more than \(ctx.config.controlRate) requests per second; slow down", id: req.id), prefix: pre)))
             }
-            hub.metrics.control(type, "ok")
-            watchAll(s, id: req.id)
+            ctx.count(type, "ok")
+            out.append(.watchAll(id: req.id))
         case .unwatchAll:
-            hub.metrics.control(type, "ok")
-            unwatchAll(s, id: req.id)
+            ctx.count(type, "ok")
+            out.append(.unwatchAll(id: req.id))
         }
     }
+}
 
-    /// `get` by an operator: the state with the journal (read by the store worker, so it
-    /// answers in turn) and the watchers.
-    func journalState(_ s: Session, _ live: LiveRide, id: String?) {
-        let registry = hub.registry!
-        let clock = hub.clock
-        let pre = self.pre
-        toWorker(s, .read(from: requester(s), http: nil) { store in
-            let ride = registry.snapshot(live)
-            let state = ServerMessages.state(ride: ride, plan: live.plan, at: clock.now(), id: id, prefix: pre)
+/// Store reads for the operator views, run by the store worker with the store and the
+/// registry (StoreJob.read).
+enum OpsReads {
+    /// `get` by an operator: the state with the journal and the watchers.
+    static func journalState(_ live: LiveRide, id: String?, pre: Int) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
+        { store, registry in
+            let state = ServerMessages.state(ride: registry.snapshot(live), plan: live.plan, at: registry.clock.now(), id: id, prefix: pre)
             guard let journal = (try? store.ride(live.id))??.journal else { return OpsAnswer(status: 200, body: state) }
             return OpsAnswer(status: 200, body: OpsMessages.withJournal(state, journal: journal,
                                                                         watchers: live.subscriberCount.load(ordering: .relaxed)))
-        })
+        }
     }
 
-    /// `GET /rides/{id}` for an operator (or with `?journal=1`): the document with the journal
-    /// and the watchers, read by the store worker.
-    func rideDocumentWithJournal(_ wsi: OpaquePointer, _ id: String, _ claims: TokenClaims?) -> Int32 {
-        let registry = hub.registry!
-        let now = hub.clock.now()
-        return awaitStore(wsi, id) { store in
+    /// `GET /rides/{id}` for an operator (or with `?journal=1`): the document with the
+    /// journal and the watchers; `claims` (auth on) must allow reading the ride.
+    static func rideDocument(_ id: String, claims: TokenClaims?) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
+        { store, registry in
             let stored: StoredRide?
             do throws(StoreError) { stored = try store.ride(id) } catch {
                 return OpsAnswer(status: 503, body: OpsMessages.error("unavailable", "ride storage is unavailable: \(error.message)"))
@@ -98,15 +95,21 @@ extension Shard {
             }
             let live = registry.find(id)
             let plan = live?.plan ?? registry.plans[stored.planID] ?? .standard
-            let doc = ServerMessages.rideDocument(ride: stored.ride, plan: plan, at: now)
+            let doc = ServerMessages.rideDocument(ride: stored.ride, plan: plan, at: registry.clock.now())
             return OpsAnswer(status: 200, body: OpsMessages.withJournal(doc, journal: stored.journal,
                                                                         watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0))
         }
     }
+}
+
+extension Shard {
+    func rideDocumentWithJournal(_ wsi: OpaquePointer, _ id: String, _ claims: TokenClaims?) -> Int32 {
+        awaitStore(wsi, id, OpsReads.rideDocument(id, claims: claims))
+    }
 
     /// Has the store worker run `work` and answers this HTTP connection with its result
     /// (on HTTP_WRITEABLE, if the connection is still there); this thread serves others meanwhile.
-    func awaitStore(_ wsi: OpaquePointer, _ what: String, _ work: @escaping @Sendable (RideStore) -> OpsAnswer) -> Int32 {
+    func awaitStore(_ wsi: OpaquePointer, _ what: String, _ work: @escaping @Sendable (RideStore, RideRegistry) -> OpsAnswer) -> Int32 {
         nextSerial += 1
         awaitingRide[wsi] = (nextSerial, what)
         hub.registry.submit(.read(from: Requester(shard: index, session: 0), http: nextSerial, work: work))

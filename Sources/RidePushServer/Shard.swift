@@ -16,7 +16,7 @@ enum ShardEvent: Sendable {
     case found(UInt64, Continuation, LiveRide?, ProtocolError?)
     /// For this thread's operators (OpsFeed.swift).
     case ops(OpsItem)
-    /// An operator read's HTTP response for the connection waiting under the token (OpsListing.swift).
+    /// An operator read's HTTP response for the connection waiting under the token (OpsRequests.swift).
     case httpAnswer(UInt64, UInt32, [UInt8])
     case shutdown
 }
@@ -149,12 +149,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             guard let s = sessions[serial] else { return }
             if let ride, let own = s.subscription(for: ride.id) { supersedeTick(own) }
             s.enqueue(frame)
-            answered(s)
+            perform(s, s.conn.answered())
         case .found(let serial, let then, let live, let failure):
             if case .http(let token, let claims) = then { return rideFound(token, claims, live, failure) }
             guard let s = sessions[serial] else { return }
-            resume(s, then, live, failure)
-            answered(s)
+            perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
         case .ops(let item): deliverOps(item)
         case .httpAnswer(let token, let status, let body): httpAnswered(token, status, body)
         case .shutdown: beginShutdown()
@@ -210,9 +209,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         let full = Int64(hub.config.keepalive) * 1000
         // Tokens that expired (past the leeway) since they were checked: refused, 4401.
         let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
+        let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
         for s in sessions.values {
-            if s.tokenExp <= expiredBefore, s.closing == nil {
-                refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one"))
+            if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
+            // An upgrade that never authenticates would hold its per-address place forever.
+            if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
+                perform(s, s.conn.authTimedOut(hub))
             }
             let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {

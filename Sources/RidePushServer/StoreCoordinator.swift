@@ -72,7 +72,7 @@ final class StoreCoordinator: GroupCommitClient {
                     clws_log_warn("could not forget old replies (retrying in an hour): \(error.message)")
                 }
             case .read(let from, let http, let work):
-                let r = work(store)
+                let r = work(store, registry)
                 if let token = http { deliver(from.shard, [.httpAnswer(token, r.status, r.body)]) }
                 else { steps.append(.answer(r.body, to: from, needsCommit: false, id: nil, type: "get")) }
             }

@@ -33,7 +33,7 @@ enum StoreJob: Sendable {
     case prune(before: UnixMillis)
     /// An operator view read from the store (journal, listing; OpsRequests.swift): answered
     /// in turn to the session, or to the HTTP connection waiting under `http`.
-    case read(from: Requester, http: UInt64?, work: @Sendable (RideStore) -> OpsAnswer)
+    case read(from: Requester, http: UInt64?, work: @Sendable (RideStore, RideRegistry) -> OpsAnswer)
 }
 
 /// Where the registry sends jobs: the store worker, or a queue a unit test runs by hand.

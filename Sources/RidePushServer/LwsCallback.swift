@@ -84,7 +84,7 @@ extension Shard {
         hub.metrics.add(hub.metrics.connections)
         connectionCount.wrappingAdd(1, ordering: .relaxed)
         if stopping { s.close(code: 1001, reason: "server shutting down") }
-        if let token = pending?.token { authenticate(s, token: token, id: nil, replyOnSuccess: false) }
+        if let token = pending?.token { perform(s, s.conn.upgradeToken(token, hub)) }
     }
 
     func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
@@ -115,7 +115,7 @@ extension Shard {
     func receive(_ s: Session, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) {
         // Once we decided to close (4401, 1008, 4008, 1001), nothing more is read into work.
         guard s.closing == nil else { return }
-        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies || s.inFlight >= Shard.maxInFlight * 4 {
+        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies || s.conn.inFlight >= Connection.maxInFlight * 4 {
             // It keeps sending but does not read its replies: a slow consumer, not a queue to grow.
             hub.metrics.add(hub.metrics.slowConsumerDisconnects)
             return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
@@ -140,15 +140,8 @@ extension Shard {
         }
     }
 
-    func reply(_ s: Session, _ e: ProtocolError) {
-        s.enqueue(ServerMessages.error(e, prefix: pre))
-    }
-
     /// Replies a client may leave unread before it is closed as a slow consumer.
     static let maxQueuedReplies = 1024
-    /// Requests of one connection at the store worker before this thread stops reading its
-    /// socket (TCP then pushes back on the client) until half of them are answered.
-    static let maxInFlight = 128
 
     /// Closes with `code` once what is queued is written, and in any case within 5 s, so a
     /// peer that stops reading cannot hold a closing connection (and its queue) open.
