@@ -120,6 +120,7 @@ extension Shard {
             hub.metrics.add(hub.metrics.slowConsumerDisconnects)
             return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
         }
+        if s.rxSince == 0 { s.rxSince = coarseMillis() }
         if s.rx.count + len > hub.config.maxFrame {
             s.rxTooLarge = true
             s.rx.removeAll(keepingCapacity: false)
@@ -130,6 +131,7 @@ extension Shard {
         defer {
             s.rx.removeAll(keepingCapacity: false)  // most clients go quiet: hold no buffer
             s.rxTooLarge = false
+            s.rxSince = 0
         }
         if s.rxTooLarge {
             reply(s, ProtocolError(.tooLarge, "message larger than \(hub.config.maxFrame) bytes"))

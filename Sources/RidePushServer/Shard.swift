@@ -178,14 +178,14 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                 let s = sub.session
                 if sub.pending {
                     coalesced += 1
-                    if now - s.drainedAt > lag, s.closing == nil {
+                    if sub.overdue(now, lag: lag), s.closing == nil {
                         hub.metrics.add(hub.metrics.slowConsumerDisconnects)
                         // Hard: the socket is choked, so the close frame may never get out either.
                         closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
                     }
                     continue
                 }
-                sub.pending = true
+                sub.tickPending(now)
                 s.pendingTicks += 1
                 if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
             }
@@ -215,6 +215,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             // An upgrade that never authenticates would hold its per-address place forever.
             if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
                 perform(s, s.conn.authTimedOut(hub))
+            }
+            // A message whose final fragment never comes: stop waiting for it.
+            if s.rxSince > 0, s.rxSince <= authBy, s.closing == nil {
+                hub.metrics.control("invalid", "incomplete")
+                closeHard(s, code: 1008, reason: "message not completed within \(hub.config.handshakeTimeout) s")
             }
             let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {
@@ -282,8 +287,6 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         }
         if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue {
             lws_callback_on_writable(s.wsi)
-        } else {
-            s.drainedAt = coarseMillis()
         }
         return 0
     }
