@@ -284,9 +284,11 @@
     sock = new window.RPSocket({
       token: S.token,
       onOpen() { /* watch_all waits for `authenticated`, so a refused token never gets `forbidden` first */ },
-      onAuth() {
+      onAuth(m, wasDown) {
         S.snapshotRows = null;
         S.snapshotId = sock.request('watch_all', {});
+        // Rides that ended while this page was away leave the snapshot: list them as ended.
+        if (wasDown) loadEnded();
         if (S.sel) requestDetail();
         renderConn();
       },
