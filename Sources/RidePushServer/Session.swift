@@ -7,6 +7,13 @@ import RideCore
 final class Session {
     let wsi: OpaquePointer
     let peer: String
+    /// Unique on its thread for the life of the process: how the store worker names it.
+    let serial: UInt64
+    /// Requests handed to the store worker and not answered yet. While any are, replies made
+    /// here go through the worker too, so a connection gets its answers in request order.
+    var inFlight = 0
+    /// Reading from the socket is paused until the worker catches up (see Shard.maxInFlight).
+    var readingPaused = false
     /// Control replies, state pushes, warnings and errors, in order; never dropped.
     var outbox: [[UInt8]] = []
     var outboxHead = 0
@@ -43,9 +50,10 @@ final class Session {
     var pingDue = false
     var pingSent = false
 
-    init(wsi: OpaquePointer, peer: String) {
+    init(wsi: OpaquePointer, peer: String, serial: UInt64) {
         self.wsi = wsi
         self.peer = peer
+        self.serial = serial
         drainedAt = coarseMillis()
         lastHeard = drainedAt
     }
