@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RideCore
+import RideProtocol
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.
@@ -82,6 +83,10 @@ final class OpsWatcher {
     var since: UInt64 = .max
     /// Its outbox holds the frame marker: the slot's frame is due to it.
     var frameQueued = false
+    /// When a frame last became due to it with none due before (monotonic ms): the
+    /// slow-consumer clock, as Subscription.pendingSince for ticks. A newer frame replacing
+    /// an unread one keeps it: the operator has still not read.
+    var frameSince: Int64 = 0
 
     init(session: Session) { self.session = session }
 }
@@ -155,7 +160,7 @@ extension Shard {
         for w in slot.watchers.values {
             let s = w.session
             guard item.number > w.since, s.closing == nil else { continue }
-            let stale = item.isFrame && w.frameQueued && now - s.drainedAt > lag
+            let stale = item.isFrame && w.frameQueued && now - w.frameSince > lag
             if stale || s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies {
                 hub.metrics.add(hub.metrics.slowConsumerDisconnects)
                 closeHard(s, code: 4008, reason: "slow consumer: operator feed not read")
@@ -163,8 +168,12 @@ extension Shard {
             }
             if item.isFrame {
                 if w.frameQueued {
+                    let since = w.frameSince
                     unqueueFrame(w)
+                    w.frameSince = since
                     hub.metrics.add(hub.metrics.ticksCoalesced)
+                } else {
+                    w.frameSince = now
                 }
                 s.enqueue(Shard.fleetFrameMarker)
                 w.frameQueued = true

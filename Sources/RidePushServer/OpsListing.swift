@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 import RideStore
 
 /// `GET /rides?state=riding|paused|ended&limit=N&cursor=C`: every ride, a page at a time,

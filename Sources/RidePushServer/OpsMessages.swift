@@ -1,4 +1,5 @@
 import RideCore
+import RideProtocol
 import RideStore
 
 /// Rides by state, as `/healthz` reports them.

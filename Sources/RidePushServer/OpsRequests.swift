@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 import RideStore
 
 /// `watch_all` / `unwatch_all`, the operator's requests. Read here, after the ride.v1 codec
