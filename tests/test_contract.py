@@ -52,9 +52,9 @@ def test_asyncapi_document_names_every_message_error_and_close_code():
     assert doc["asyncapi"] == "3.0.0"
     assert doc["channels"]["ride"]["address"] == "/ws"
     assert sorted(contract.CLIENT) == ["auth", "end", "get", "pause", "quote", "resume", "share", "start",
-                                       "subscribe", "unsubscribe"]
-    assert sorted(contract.SERVER) == ["authenticated", "error", "quote", "share", "state", "tick",
-                                       "unsubscribed", "warning"]
+                                       "subscribe", "unsubscribe", "unwatch_all", "watch_all"]
+    assert sorted(contract.SERVER) == ["authenticated", "error", "fleet", "fleet_event", "fleet_warning", "quote",
+                                       "share", "snapshot", "state", "tick", "unsubscribed", "unwatched_all", "warning"]
     # Error codes and close codes: the same sets as the README's tables.
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     table = readme[readme.index("| code | meaning |"):readme.index("Close codes:")]
@@ -102,10 +102,13 @@ EXAMPLES = os.environ.get("RIDEPUSH_EXAMPLES", os.path.join(ROOT, "protocol", "e
 
 
 def golden_examples():
-    """The SDK's golden messages: protocol/examples/{client,server}/*.json, one message per
-    file (RIDEPUSH_EXAMPLES points elsewhere). Empty until that folder exists."""
+    """The golden messages: protocol/examples/{client,server}/*.json (the SDK's) and
+    protocol/examples/ops/{client,server}/*.json (the operator feed's), one message per file
+    (RIDEPUSH_EXAMPLES points elsewhere). Empty until that folder exists."""
     return sorted(glob.glob(os.path.join(EXAMPLES, "client", "*.json")) +
-                  glob.glob(os.path.join(EXAMPLES, "server", "*.json")))
+                  glob.glob(os.path.join(EXAMPLES, "server", "*.json")) +
+                  glob.glob(os.path.join(EXAMPLES, "ops", "client", "*.json")) +
+                  glob.glob(os.path.join(EXAMPLES, "ops", "server", "*.json")))
 
 
 @pytest.mark.skipif(not golden_examples(), reason="protocol/examples/ is not in this tree (helper sdk adds it)")
