@@ -249,18 +249,19 @@ def test_ops_page_300_rides_match_healthz_and_listing(fleet, browsers):
 
 def test_lateness_quantiles_from_metrics_text(fleet, browsers):
     """The page's /metrics parser: quantiles of the ticks between two reads, from the
-    cumulative bucket deltas, interpolated inside the bucket like histogram_quantile."""
+    cumulative bucket deltas, interpolated inside the bucket like histogram_quantile; the
+    buckets are in seconds, the quantiles in milliseconds (the chart's unit)."""
     d = open_ops(browsers(B.DESKTOP), fleet)
     got = d.execute_script("""
         const O = window.RP_OPS;
         const text = (a, b, c, inf) => [
-          '# TYPE ridepush_tick_lateness_milliseconds histogram',
-          'ridepush_tick_lateness_milliseconds_bucket{le="1"} ' + a,
-          'ridepush_tick_lateness_milliseconds_bucket{le="2"} ' + b,
-          'ridepush_tick_lateness_milliseconds_bucket{le="5"} ' + c,
-          'ridepush_tick_lateness_milliseconds_bucket{le="+Inf"} ' + inf,
-          'ridepush_tick_lateness_milliseconds_sum 70', 'ridepush_tick_lateness_milliseconds_count ' + inf,
-          'ridepush_fanout_duration_milliseconds_bucket{le="1"} 999'].join('\\n');
+          '# TYPE ridepush_tick_lateness_seconds histogram',
+          'ridepush_tick_lateness_seconds_bucket{le="0.001"} ' + a,
+          'ridepush_tick_lateness_seconds_bucket{le="0.002"} ' + b,
+          'ridepush_tick_lateness_seconds_bucket{le="0.005"} ' + c,
+          'ridepush_tick_lateness_seconds_bucket{le="+Inf"} ' + inf,
+          'ridepush_tick_lateness_seconds_sum 0.07', 'ridepush_tick_lateness_seconds_count ' + inf,
+          'ridepush_fanout_duration_seconds_bucket{le="0.001"} 999'].join('\\n');
         const prev = O.parseBuckets(text(5, 5, 5, 5));
         const cur = O.parseBuckets(text(15, 35, 45, 45));
         return [prev.length, O.quantile(0.5, prev, cur), O.quantile(0.99, prev, cur),

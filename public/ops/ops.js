@@ -377,12 +377,13 @@
     }
   }
 
-  // Prometheus text: the cumulative buckets of ridepush_tick_lateness_milliseconds.
+  // Prometheus text: the cumulative buckets of ridepush_tick_lateness_seconds. Bounds are
+  // turned into milliseconds here, the unit the chart shows (a tick is late by ms, not s).
   function parseBuckets(text) {
     const out = [];
-    const re = /^ridepush_tick_lateness_milliseconds_bucket\{le="([^"]+)"\} (\d+(?:\.\d+)?)$/gm;
+    const re = /^ridepush_tick_lateness_seconds_bucket\{le="([^"]+)"\} (\d+(?:\.\d+)?)$/gm;
     let m;
-    while ((m = re.exec(text))) out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]), n: Number(m[2]) });
+    while ((m = re.exec(text))) out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]) * 1000, n: Number(m[2]) });
     out.sort((a, b) => a.le - b.le);
     return out;
   }
