@@ -127,8 +127,8 @@ def test_golden_examples_validate_and_cover_every_type():
 
 
 def test_every_server_message_type_the_server_sends_validates():
-    """Each of the eight server message types, produced by the real server over a real socket
-    and validated against its schema (the client hook does it; here it is asserted)."""
+    """Each server message type, the operator feed's too, produced by the real server over a
+    real socket and validated against its schema (the client hook does it; here it is asserted)."""
     got = {}
 
     def keep(m):
@@ -138,10 +138,15 @@ def test_every_server_message_type_the_server_sends_validates():
 
     with Server(auth="jwt", env=ENV) as srv:
         alice = control("alice")
-        with Client(srv.ws + "?token=" + alice) as dev, Client(srv.ws) as late:
+        with Client(srv.ws + "?token=" + alice) as dev, Client(srv.ws) as late, \
+                Client(srv.ws + "?token=" + control("op", ops=True)) as op:
             keep(late.request({"type": "auth", "token": alice}))
+            keep(op.request({"type": "watch_all", "id": "w1"}))
             r = "r-contract-%d" % (time.monotonic_ns() % 10**9)
             keep(dev.request({"type": "start", "ride": r, "limit": 62}))
+            keep(op.wait_for(lambda m: m["type"] == "fleet_event", timeout=3))
+            keep(op.wait_for(lambda m: m["type"] == "fleet_warning", timeout=3))
+            keep(op.wait_for(lambda m: m["type"] == "fleet" and m["rows"], timeout=3))
             keep(dev.request({"type": "subscribe", "ride": r}))
             keep(dev.wait_for(lambda m: m["type"] == "warning", timeout=3))
             keep(dev.wait_for(lambda m: m["type"] == "tick", timeout=3))
@@ -152,6 +157,9 @@ def test_every_server_message_type_the_server_sends_validates():
             keep(dev.request({"type": "quote", "seconds": 192}))
             keep(dev.request({"type": "get", "ride": r}))
             keep(dev.request({"type": "end", "ride": r, "distance": 1200}))
+            journal = keep(op.request({"type": "get", "ride": r}))["journal"]
+            assert [e["event"] for e in journal] == ["start", "pause", "resume", "end"]
+            keep(op.request({"type": "unwatch_all", "id": "u1"}))
             keep(dev.request({"type": "unsubscribe", "ride": r}))
             keep(dev.request({"type": "pause", "ride": r}))       # invalid_transition
             keep(dev.request({"type": "get", "ride": "r-none"}))  # ride_not_found
@@ -159,7 +167,7 @@ def test_every_server_message_type_the_server_sends_validates():
         with Client(srv.ws + "?token=" + watch("bob", rides=[r])) as viewer:
             keep(viewer.request({"type": "end", "ride": r}))       # forbidden
     assert sorted(got) == sorted(contract.SERVER)
-    ended = [m for m in got["state"] if m["state"] == "ended"]
+    ended = [m for m in got["state"] if m["state"] == "ended" and "journal" not in m]
     assert len(ended) == 1 and "receipt" in ended[0] and "remaining" not in ended[0]
     assert ended[0]["receipt"]["distance"] == 1200
     assert sorted(e["code"] for e in got["error"]) == ["forbidden", "invalid_transition", "ride_not_found",
