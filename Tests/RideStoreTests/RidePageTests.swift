@@ -48,4 +48,20 @@ extension RideStoreSemanticsTests {
             store.close()
         }
     }
+
+    /// Ids tie-break in byte order on every store ("B" before "a"), whatever PostgreSQL's
+    /// locale would say, so one cursor means the same page on every store and node.
+    func testIdsTieBreakInByteOrder() throws {
+        try forEachStore { open, _ in
+            let store = try open()
+            try store.create(id: "a", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+            try store.create(id: "B", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+            XCTAssertEqual(try store.rides(.byStart(after: nil), limit: 5).map(\.id), ["B", "a"])
+            XCTAssertEqual(try store.rides(.byStart(after: RideKey(at: t0, id: "B")), limit: 5).map(\.id), ["a"])
+            for id in ["a", "B"] { try store.append(ride: id, .end(at: t0 + 1, reason: .rider, metres: 0), reply: nil) }
+            XCTAssertEqual(try store.rides(.ended(before: nil), limit: 5).map(\.id), ["a", "B"])
+            XCTAssertEqual(try store.rides(.ended(before: RideKey(at: t0 + 1, id: "a")), limit: 5).map(\.id), ["B"])
+            store.close()
+        }
+    }
 }
