@@ -82,6 +82,9 @@ final class OpsWatcher {
     var since: UInt64 = .max
     /// Its outbox holds the frame marker: the slot's frame is due to it.
     var frameQueued = false
+    /// When the frame it has not taken yet became due (monotonic ms): a newer frame in its
+    /// place does not restart the slow-consumer clock.
+    var frameSince: Int64 = 0
 
     init(session: Session) { self.session = session }
 }
@@ -155,7 +158,7 @@ extension Shard {
         for w in slot.watchers.values {
             let s = w.session
             guard item.number > w.since, s.closing == nil else { continue }
-            let stale = item.isFrame && w.frameQueued && now - s.drainedAt > lag
+            let stale = item.isFrame && w.frameQueued && now - w.frameSince > lag
             if stale || s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies {
                 hub.metrics.add(hub.metrics.slowConsumerDisconnects)
                 closeHard(s, code: 4008, reason: "slow consumer: operator feed not read")
@@ -165,6 +168,8 @@ extension Shard {
                 if w.frameQueued {
                     unqueueFrame(w)
                     hub.metrics.add(hub.metrics.ticksCoalesced)
+                } else {
+                    w.frameSince = now
                 }
                 s.enqueue(Shard.fleetFrameMarker)
                 w.frameQueued = true
