@@ -1,6 +1,5 @@
 import CLibWebSockets
 import RideCore
-import RideProtocol
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.
@@ -83,9 +82,8 @@ final class OpsWatcher {
     var since: UInt64 = .max
     /// Its outbox holds the frame marker: the slot's frame is due to it.
     var frameQueued = false
-    /// When a frame last became due to it with none due before (monotonic ms): the
-    /// slow-consumer clock, as Subscription.pendingSince for ticks. A newer frame replacing
-    /// an unread one keeps it: the operator has still not read.
+    /// When the frame it has not taken yet became due (monotonic ms): a newer frame in its
+    /// place does not restart the slow-consumer clock.
     var frameSince: Int64 = 0
 
     init(session: Session) { self.session = session }
@@ -168,9 +166,7 @@ extension Shard {
             }
             if item.isFrame {
                 if w.frameQueued {
-                    let since = w.frameSince
                     unqueueFrame(w)
-                    w.frameSince = since
                     hub.metrics.add(hub.metrics.ticksCoalesced)
                 } else {
                     w.frameSince = now
