@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 @testable import RideCore
 @testable import RidePushServer
@@ -96,5 +97,19 @@ final class OpsMessagesTests: XCTestCase {
         XCTAssertNil(OpsRequest.decode(Array(#"{"type":"watch_everything"}"#.utf8)))
         XCTAssertNil(OpsRequest.decode(Array(#"{"type":"watch_all","id":7}"#.utf8)))
         XCTAssertNil(OpsRequest.decode(Array("[1]".utf8)))
+    }
+
+    /// protocol/examples/ops (the goldens test_golden.py holds the real server to): the
+    /// encoders write those bytes for the golden's values.
+    func testEncodersWriteTheOpsGoldens() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("protocol/examples/ops/server")
+        func golden(_ name: String) throws -> String {
+            try String(contentsOf: dir.appendingPathComponent(name + ".json"), encoding: .utf8)
+                .trimmingCharacters(in: .newlines)
+        }
+        XCTAssertEqual(text(OpsMessages.unwatched(id: "u1", prefix: 0)), try golden("unwatched_all"))
+        XCTAssertEqual(text(OpsMessages.warning(ride: "r-ops-2", remaining: 300, at: 1_796_121_705_000, prefix: 0)),
+                       try golden("fleet_warning"))
     }
 }
