@@ -4,7 +4,7 @@
 # libwebsockets, libc or the Swift runtime are listed but do not fail.
 dir=${1:?usage: tsan-summary.sh DIR}
 shopt -s nullglob
-files=("$dir"/report*)
+files=("$dir"/*)
 if [ ${#files[@]} -eq 0 ]; then echo "tsan: no reports"; exit 0; fi
 total=$(cat "${files[@]}" | grep -c '^WARNING: ThreadSanitizer')
 ours=0

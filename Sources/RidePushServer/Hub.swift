@@ -18,7 +18,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     var authRequired: Bool { signer != nil }
     let publicDir: String
     let listener: Listener
-    private let perAddress = Mutex<[String: Int]>([:])
+    private let perAddress = Locked<[String: Int]>([:])
     /// `/quote` requests per address per second (the control rate).
     let quoteRate: AddressRate
     /// The one thread that talks to the store (group commit); see StoreCoordinator.

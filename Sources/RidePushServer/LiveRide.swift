@@ -2,9 +2,9 @@ import RideCore
 import Synchronization
 
 /// A ride the server holds in memory, as last committed. `ride`, `warned`, `liveIndex` and
-/// `autoEndQueued` are read and written only under the registry's view lock; `slots[i]`
-/// belongs to service thread i alone, so fan-out needs no lock.
-final class LiveRide: @unchecked Sendable {  // mutable fields are guarded by RideRegistry.view or owned by one thread (slots)
+/// `autoEndQueued` are read and written only under the registry's view lock; `slot(i)`
+/// belongs to service thread i alone (checked in debug builds), so fan-out needs no lock.
+final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slots are ThreadBound
     let id: String
     /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride).
     private let planBox: PlanBox
@@ -17,7 +17,7 @@ final class LiveRide: @unchecked Sendable {  // mutable fields are guarded by Ri
     var liveIndex = -1
     /// An auto-end is waiting for its commit: the ride stops ticking until it lands.
     var autoEndQueued = false
-    let slots: [ShardSlot]
+    private let slots: [ThreadBound<ShardSlot>]
     /// Subscribers on every thread, kept by the threads themselves, so that forgetting an
     /// ended ride never reads another thread's subscriber list.
     let subscriberCount = Atomic<Int>(0)
@@ -26,8 +26,11 @@ final class LiveRide: @unchecked Sendable {  // mutable fields are guarded by Ri
         id = ride.id
         self.ride = ride
         planBox = plan
-        slots = (0..<shards).map { _ in ShardSlot() }
+        slots = (0..<shards).map { ThreadBound(ShardSlot(), owner: $0) }
     }
+
+    /// Service thread `i`'s subscribers and tick frame; only thread `i` may call this.
+    func slot(_ i: Int) -> ShardSlot { slots[i].value }
 }
 
 /// One service thread's view of a ride: its subscribers there and the tick frame they share.

@@ -7,6 +7,10 @@ extension Shard {
     /// The ride.v1 protocol callback: one switch over what lws tells us.
     func callback(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                   _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
+        // The main thread creates and destroys contexts (callbacks then, with no service
+        // thread running); any service thread but this context's own is a bug.
+        assert(ServiceThread.current == -1 || ServiceThread.current == index,
+               "lws context \(index) called back on service thread \(ServiceThread.current)")
         switch reason {
         case LWS_CALLBACK_SERVER_WRITEABLE:
             guard let s = session(user) else { return 0 }
@@ -100,7 +104,7 @@ extension Shard {
     }
 
     func detach(_ sub: Subscription) {
-        let slot = sub.live.slots[index]
+        let slot = sub.live.slot(index)
         if let i = slot.subscribers.firstIndex(where: { $0 === sub }) {
             slot.subscribers.swapAt(i, slot.subscribers.count - 1)
             slot.subscribers.removeLast()

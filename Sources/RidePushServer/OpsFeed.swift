@@ -3,7 +3,7 @@ import RideCore
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.
-struct OpsItem: @unchecked Sendable {  // immutable once made; the bytes are copied, never written, by the threads
+struct OpsItem: Sendable {
     let number: UInt64
     let bytes: [UInt8]
     /// The once-a-second fleet frame (a slow watcher gets only the newest) rather than an

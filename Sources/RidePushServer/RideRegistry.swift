@@ -9,7 +9,7 @@ import Synchronization
 /// and `/healthz` see. Changes come only from the store worker after their commit; the lock
 /// (`view`) is held for memory work only — never across a store call — so a slow disk never
 /// stalls a tick or a lookup. Requests that change rides go to the store worker (`submit`).
-final class RideRegistry: @unchecked Sendable {  // `view` is a Mutex; `jobs` is thread-safe; every other field is immutable after init
+final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is set once before the threads start; every other field is immutable
     struct View {
         var rides: [String: LiveRide] = [:]
         /// Rides that tick (not ended), compact for the per-second loop.
@@ -28,7 +28,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is a Mutex; `jobs` is
     let metrics: Metrics
     /// The operator feed, told of every committed transition and every tick under `view` (OpsFeed.swift).
     let ops: OpsFeed?
-    let view = Mutex(View())
+    let view = Locked(View())
     static let keptEndedRides = 10_000
     let pre = Int(clws_pre())
     /// Where requests go: the store worker (or, in unit tests, a queue run by hand).

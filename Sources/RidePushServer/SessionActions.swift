@@ -25,7 +25,7 @@ extension Shard {
             case .subscribe(let live):
                 let sub = Subscription(live: live, session: s)
                 s.subscriptions.append(sub)
-                live.slots[index].subscribers.append(sub)
+                live.slot(index).subscribers.append(sub)
                 live.subscriberCount.wrappingAdd(1, ordering: .relaxed)
                 hub.metrics.add(hub.metrics.subscribers)
             case .unsubscribe(let ride):

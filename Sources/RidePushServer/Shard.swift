@@ -25,13 +25,13 @@ enum ShardEvent: Sendable {
 /// One libwebsockets context and the thread that services it. lws is single-threaded per
 /// context, so every lws call for this context happens on that thread; other threads hand
 /// work over through `mailbox` and `lws_cancel_service`.
-final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other field is service-thread only
+final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCount` atomic, `context` set before the threads start; the rest is its service thread's (asserted in callback)
     let index: Int
     /// The hub outlives its shards (it destroys them); read on every callback, so no refcounting.
     unowned(unsafe) let hub: Hub
     private(set) var context: OpaquePointer!
     private(set) var vhost: OpaquePointer!
-    private let mailbox = Mutex<[ShardEvent]>([])
+    private let mailbox = Locked<[ShardEvent]>([])
     /// Sessions on this thread by serial (service thread only). Answers from the store worker
     /// name a session by serial, so one that closed meanwhile is simply not found.
     var sessions: [UInt64: Session] = [:]
@@ -110,6 +110,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
 
     /// The service loop; returns when a shutdown has closed every session (or timed out).
     func run() {
+        ServiceThread.enter(index)
         watchListener()
         if index == 0 { hub.ticker.start(on: self) }
         var deadline: Int64 = .max
@@ -176,7 +177,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         tickTime = now
         var coalesced = 0
         for (live, frame) in batch.rides {
-            let slot = live.slots[index]
+            let slot = live.slot(index)
             if slot.subscribers.isEmpty { continue }
             slot.setFrame(frame)
             for sub in slot.subscribers {
@@ -244,7 +245,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     }
 
     func push(_ live: LiveRide, _ frame: [UInt8], except: UInt64?) {
-        for sub in live.slots[index].subscribers where sub.session.serial != except {
+        for sub in live.slot(index).subscribers where sub.session.serial != except {
             supersedeTick(sub)
             sub.session.enqueue(frame)
         }
@@ -276,7 +277,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             for sub in s.subscriptions where sub.pending {
                 sub.pending = false
                 s.pendingTicks -= 1
-                let slot = sub.live.slots[index]
+                let slot = sub.live.slot(index)
                 let n = slot.frameLength - pre
                 if lws_write(s.wsi, slot.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
                     return -1

@@ -19,7 +19,7 @@ public protocol GroupCommitClient: AnyObject {
 ///
 /// A `.commitFailed` error stops the process through `fatal`: the fate of that transaction is
 /// unknown, and only a restart reading the file can tell what is durable.
-public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue` is guarded by `wake`; store and client are touched only by the worker thread
+public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue` and `stopping` are guarded by `wake`; store and client are touched only by the worker thread
     private let store: RideStore
     private let client: Client
     private let faults: StoreFaults
