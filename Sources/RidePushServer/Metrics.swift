@@ -13,7 +13,7 @@ final class Metrics: Sendable {
     let refusedConnections = Atomic<Int>(0)
     let rateLimited = Atomic<Int>(0)
     /// Control messages by type and result, as "type|result" → count.
-    private let controls = Mutex<[String: Int]>([:])
+    private let controls = Locked<[String: Int]>([:])  // not Mutex: TSan sees this lock (Locked.swift)
     /// Tick lateness (timer fire − whole second) and fan-out duration, milliseconds.
     let lateness = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000])
     let fanout = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000])
@@ -37,11 +37,11 @@ final class Metrics: Sendable {
 /// A fixed-bucket histogram in the Prometheus sense (cumulative when rendered).
 final class Histogram: Sendable {
     let bounds: [Double]
-    private let state: Mutex<(counts: [Int], sum: Double, count: Int)>
+    private let state: Locked<(counts: [Int], sum: Double, count: Int)>
 
     init(bounds: [Double]) {
         self.bounds = bounds
-        state = Mutex((Array(repeating: 0, count: bounds.count + 1), 0, 0))
+        state = Locked((Array(repeating: 0, count: bounds.count + 1), 0, 0))
     }
 
     func observe(_ v: Double) {
