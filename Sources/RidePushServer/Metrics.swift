@@ -13,7 +13,7 @@ final class Metrics: Sendable {
     let refusedConnections = Atomic<Int>(0)
     let rateLimited = Atomic<Int>(0)
     /// Control messages by type and result, as "type|result" → count.
-    private let controls = Mutex<[String: Int]>([:])
+    private let controls = Locked<[String: Int]>([:])  // not Mutex: TSan sees this lock (Locked.swift)
     /// Tick lateness (timer fire − whole second) and fan-out duration: observed in
     /// milliseconds, what the callers measure; exposed in seconds, Prometheus' base unit.
     let lateness = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000], unit: 0.001)
@@ -48,12 +48,12 @@ final class Histogram: Sendable {
     let bounds: [Double]
     /// Seconds per observed unit: bounds and sum are multiplied by it when rendered.
     let unit: Double
-    private let state: Mutex<(counts: [Int], sum: Double, count: Int)>
+    private let state: Locked<(counts: [Int], sum: Double, count: Int)>
 
     init(bounds: [Double], unit: Double = 1) {
         self.bounds = bounds
         self.unit = unit
-        state = Mutex((Array(repeating: 0, count: bounds.count + 1), 0, 0))
+        state = Locked((Array(repeating: 0, count: bounds.count + 1), 0, 0))
     }
 
     func observe(_ v: Double) {
