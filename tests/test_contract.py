@@ -52,9 +52,9 @@ def test_asyncapi_document_names_every_message_error_and_close_code():
     assert doc["asyncapi"] == "3.0.0"
     assert doc["channels"]["ride"]["address"] == "/ws"
     assert sorted(contract.CLIENT) == ["auth", "end", "get", "pause", "quote", "resume", "share", "start",
-                                       "subscribe", "unsubscribe"]
-    assert sorted(contract.SERVER) == ["authenticated", "error", "quote", "share", "state", "tick",
-                                       "unsubscribed", "warning"]
+                                       "subscribe", "unsubscribe", "unwatch_all", "watch_all"]
+    assert sorted(contract.SERVER) == ["authenticated", "error", "fleet", "fleet_event", "fleet_warning", "quote",
+                                       "share", "snapshot", "state", "tick", "unsubscribed", "unwatched_all", "warning"]
     # Error codes and close codes: the same sets as the README's tables.
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     table = readme[readme.index("| code | meaning |"):readme.index("Close codes:")]
@@ -102,10 +102,13 @@ EXAMPLES = os.environ.get("RIDEPUSH_EXAMPLES", os.path.join(ROOT, "protocol", "e
 
 
 def golden_examples():
-    """The SDK's golden messages: protocol/examples/{client,server}/*.json, one message per
-    file (RIDEPUSH_EXAMPLES points elsewhere). Empty until that folder exists."""
+    """The golden messages: protocol/examples/{client,server}/*.json (the SDK's) and
+    protocol/examples/ops/{client,server}/*.json (the operator feed's), one message per file
+    (RIDEPUSH_EXAMPLES points elsewhere). Empty until that folder exists."""
     return sorted(glob.glob(os.path.join(EXAMPLES, "client", "*.json")) +
-                  glob.glob(os.path.join(EXAMPLES, "server", "*.json")))
+                  glob.glob(os.path.join(EXAMPLES, "server", "*.json")) +
+                  glob.glob(os.path.join(EXAMPLES, "ops", "client", "*.json")) +
+                  glob.glob(os.path.join(EXAMPLES, "ops", "server", "*.json")))
 
 
 @pytest.mark.skipif(not golden_examples(), reason="protocol/examples/ is not in this tree (helper sdk adds it)")
@@ -124,8 +127,8 @@ def test_golden_examples_validate_and_cover_every_type():
 
 
 def test_every_server_message_type_the_server_sends_validates():
-    """Each of the eight server message types, produced by the real server over a real socket
-    and validated against its schema (the client hook does it; here it is asserted)."""
+    """Each server message type, the operator feed's too, produced by the real server over a
+    real socket and validated against its schema (the client hook does it; here it is asserted)."""
     got = {}
 
     def keep(m):
@@ -135,10 +138,15 @@ def test_every_server_message_type_the_server_sends_validates():
 
     with Server(auth="jwt", env=ENV) as srv:
         alice = control("alice")
-        with Client(srv.ws + "?token=" + alice) as dev, Client(srv.ws) as late:
+        with Client(srv.ws + "?token=" + alice) as dev, Client(srv.ws) as late, \
+                Client(srv.ws + "?token=" + control("op", ops=True)) as op:
             keep(late.request({"type": "auth", "token": alice}))
+            keep(op.request({"type": "watch_all", "id": "w1"}))
             r = "r-contract-%d" % (time.monotonic_ns() % 10**9)
             keep(dev.request({"type": "start", "ride": r, "limit": 62}))
+            keep(op.wait_for(lambda m: m["type"] == "fleet_event", timeout=3))
+            keep(op.wait_for(lambda m: m["type"] == "fleet_warning", timeout=3))
+            keep(op.wait_for(lambda m: m["type"] == "fleet" and m["rows"], timeout=3))
             keep(dev.request({"type": "subscribe", "ride": r}))
             keep(dev.wait_for(lambda m: m["type"] == "warning", timeout=3))
             keep(dev.wait_for(lambda m: m["type"] == "tick", timeout=3))
@@ -149,6 +157,9 @@ def test_every_server_message_type_the_server_sends_validates():
             keep(dev.request({"type": "quote", "seconds": 192}))
             keep(dev.request({"type": "get", "ride": r}))
             keep(dev.request({"type": "end", "ride": r, "distance": 1200}))
+            journal = keep(op.request({"type": "get", "ride": r}))["journal"]
+            assert [e["event"] for e in journal] == ["start", "pause", "resume", "end"]
+            keep(op.request({"type": "unwatch_all", "id": "u1"}))
             keep(dev.request({"type": "unsubscribe", "ride": r}))
             keep(dev.request({"type": "pause", "ride": r}))       # invalid_transition
             keep(dev.request({"type": "get", "ride": "r-none"}))  # ride_not_found
@@ -156,7 +167,7 @@ def test_every_server_message_type_the_server_sends_validates():
         with Client(srv.ws + "?token=" + watch("bob", rides=[r])) as viewer:
             keep(viewer.request({"type": "end", "ride": r}))       # forbidden
     assert sorted(got) == sorted(contract.SERVER)
-    ended = [m for m in got["state"] if m["state"] == "ended"]
+    ended = [m for m in got["state"] if m["state"] == "ended" and "journal" not in m]
     assert len(ended) == 1 and "receipt" in ended[0] and "remaining" not in ended[0]
     assert ended[0]["receipt"]["distance"] == 1200
     assert sorted(e["code"] for e in got["error"]) == ["forbidden", "invalid_transition", "ride_not_found",

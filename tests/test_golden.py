@@ -4,6 +4,8 @@ The Swift tests (Tests/RideProtocolTests/GoldenTests.swift) decode and re-encode
 byte for byte; here the real server's messages must have the same keys and value types as
 the golden of the same name, every client golden must be accepted by the server, and
 public/app.js must handle exactly the server message types and close codes the goldens name.
+The operator feed's goldens (protocol/examples/ops/) are held to the real server the same way,
+and public/ops/ops.js to their types.
 """
 import json
 import os
@@ -30,6 +32,8 @@ def golden(side):
 
 SERVER = golden("server")
 CLIENT = golden("client")
+OPS_SERVER = golden(os.path.join("ops", "server"))
+OPS_CLIENT = golden(os.path.join("ops", "client"))
 with open(os.path.join(EXAMPLES, "close-codes.json"), encoding="utf-8") as f:
     CLOSE_CODES = {int(k): v for k, v in json.load(f).items()}
 
@@ -76,6 +80,33 @@ def collect(srv):
         got["error.ride_not_found"] = c.request({"type": "get", "ride": "r-404"})
         c.send("not json")
         got["error.bad_request"] = c.wait_for(lambda m: m["type"] == "error" and "id" not in m, 3)
+    return got
+
+
+def collect_ops(srv):
+    """One of every operator feed message, from the real server, keyed like protocol/examples/ops.
+    The server is shared with collect(): snapshot and fleet are cut to this test's ride, the
+    goldens hold one."""
+    got = {}
+    with Client(srv.ws) as rider, Client(srv.ws) as op:
+        rider.request({"type": "auth", "token": control("u1")})
+        op.request({"type": "auth", "token": control("op", ops=True)})
+        rider.request({"type": "start", "ride": "r-ops-1", "limit": 1800})
+        rider.request({"type": "subscribe", "ride": "r-ops-1"})
+        snap = op.request({"type": "watch_all", "id": "w1"})
+        assert snap["type"] == "snapshot" and not snap["more"], snap
+        got["snapshot"] = dict(snap, rides=[r for r in snap["rides"] if r["ride"] == "r-ops-1"])
+        fleet = op.wait_for(lambda m: m["type"] == "fleet" and any(r[0] == "r-ops-1" for r in m["rows"]), 3)
+        got["fleet"] = dict(fleet, rows=[r for r in fleet["rows"] if r[0] == "r-ops-1"])
+        rider.request({"type": "pause", "ride": "r-ops-1"})
+        got["fleet_event"] = op.wait_for(lambda m: m["type"] == "fleet_event" and m["event"] == "pause", 3)
+        # Ended at once: no pause, under a minute, so its receipt lines and journal are fixed.
+        rider.request({"type": "start", "ride": "r-ops-3"})
+        rider.request({"type": "end", "ride": "r-ops-3", "distance": 1200})
+        got["state.journal"] = op.request({"type": "get", "id": "g1", "ride": "r-ops-3"})
+        rider.request({"type": "start", "ride": "r-ops-2", "limit": 301})
+        got["fleet_warning"] = op.wait_for(lambda m: m["type"] == "fleet_warning" and m["ride"] == "r-ops-2", 4)
+        got["unwatched_all"] = op.request({"type": "unwatch_all", "id": "u1"})
     return got
 
 
@@ -129,6 +160,49 @@ def test_every_client_golden_is_accepted_by_the_server(srv, name):
 def test_client_goldens_cover_every_client_message_type():
     assert sorted(m["type"] for m in CLIENT.values()) == sorted(
         ["auth", "end", "get", "pause", "quote", "resume", "share", "start", "subscribe", "unsubscribe"])
+
+
+# ---- the operator feed -----------------------------------------------------------------------
+
+def test_ops_goldens_name_every_feed_message():
+    assert sorted(OPS_SERVER) == ["fleet", "fleet_event", "fleet_warning", "snapshot", "state.journal", "unwatched_all"]
+    assert sorted(m["type"] for m in OPS_CLIENT.values()) == ["unwatch_all", "watch_all"]
+
+
+@pytest.fixture(scope="module")
+def real_ops(srv):
+    return collect_ops(srv)
+
+
+@pytest.mark.parametrize("name", sorted(OPS_SERVER))
+def test_real_ops_message_has_the_goldens_keys_and_types(real_ops, name):
+    assert shape(real_ops[name]) == shape(OPS_SERVER[name]), name
+    assert list(real_ops[name]) == list(OPS_SERVER[name])
+
+
+@pytest.mark.parametrize("name", sorted(OPS_CLIENT))
+def test_every_ops_client_golden_is_answered_by_the_server(srv, name):
+    msg = OPS_CLIENT[name]
+    with Client(srv.ws) as c:
+        c.request({"type": "auth", "token": control("op", ops=True)})
+        reply = c.request(msg)
+        assert (reply["type"], reply["id"]) == ({"watch_all": "snapshot", "unwatch_all": "unwatched_all"}[msg["type"]], msg["id"])
+
+
+# Feed types that only answer a client message of this type.
+OPS_REPLY_ONLY = {"unwatched_all": "unwatch_all"}
+
+
+def test_the_ops_console_handles_every_feed_message_type_it_can_receive():
+    with open(os.path.join(ROOT, "public", "ops", "ops.js"), encoding="utf-8") as f:
+        src = f.read()
+    handled = set(re.findall(r"case '([a-z_]+)':", src))
+    sent = set(re.findall(r"request\('([a-z_]+)'", src))
+    assert "watch_all" in sent
+    known = {m["type"] for m in OPS_SERVER.values()} | {m["type"] for m in SERVER.values()}
+    assert handled <= known, "ops.js handles types the server never sends: %s" % (handled - known)
+    for t in {m["type"] for m in OPS_SERVER.values()} - handled:
+        assert t in OPS_REPLY_ONLY and OPS_REPLY_ONLY[t] not in sent, "ops.js does not handle %r, which the server sends it" % t
 
 
 # ---- the page ---------------------------------------------------------------------------

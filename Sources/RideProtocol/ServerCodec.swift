@@ -59,6 +59,7 @@ public enum ServerCodec {
                             paused: try f.int("paused"), fare: try f.int("fare"), currency: try f.string("currency"),
                             remaining: try f.optionalInt("remaining"), at: try f.int("at"), limit: try f.optionalInt("limit"),
                             startedAt: try f.int("started_at"), endedAt: try f.nullableInt("ended_at"),
+                            pausedSince: try f.has("paused_since") ? f.nullableInt("paused_since") : nil,
                             owner: try f.optionalString("owner"), plan: try plan(planFields), receipt: receipt)
     }
 
@@ -102,6 +103,7 @@ public enum ServerCodec {
             if let l = s.limit { w.field("limit", l) }
             w.field("started_at", s.startedAt)
             w.field("ended_at", s.endedAt)
+            w.field("paused_since", s.pausedSince)
             if let o = s.owner { w.field("owner", o) }
             w.key("plan")
             plan(&w, s.plan)

@@ -56,6 +56,9 @@ public struct RideSnapshot: Sendable, Equatable {
     public var limit: Int64?
     public var startedAt: Int64
     public var endedAt: Int64?
+    /// Unix milliseconds the pause in progress began; nil while riding or ended (and from
+    /// servers before the operator feed, which did not send it).
+    public var pausedSince: Int64?
     public var owner: String?
     public var plan: PlanSummary
     /// Set once the ride has ended.
@@ -63,7 +66,7 @@ public struct RideSnapshot: Sendable, Equatable {
 
     public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
                 remaining: Int64? = nil, at: Int64, limit: Int64? = nil, startedAt: Int64, endedAt: Int64? = nil,
-                owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil) {
+                pausedSince: Int64? = nil, owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil) {
         self.ride = ride
         self.state = state
         self.elapsed = elapsed
@@ -75,6 +78,7 @@ public struct RideSnapshot: Sendable, Equatable {
         self.limit = limit
         self.startedAt = startedAt
         self.endedAt = endedAt
+        self.pausedSince = pausedSince
         self.owner = owner
         self.plan = plan
         self.receipt = receipt
@@ -90,6 +94,8 @@ public struct RideSnapshot: Sendable, Equatable {
         s.currency = t.currency
         s.remaining = t.remaining
         s.at = t.at
+        // A tick does not say when a pause began: keep the known start while still paused.
+        if t.state != .paused { s.pausedSince = nil }
         return s
     }
 }

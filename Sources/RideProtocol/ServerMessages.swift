@@ -70,6 +70,8 @@ public enum ServerMessages {
         if let l = ride.limit { w.field("limit", l) }
         w.field("started_at", ride.startedAt)
         w.field("ended_at", ride.endedAt)
+        // The pause in progress began here (pages show how long a ride has stood still).
+        w.field("paused_since", ride.pausedSince)
         if let owner = ride.owner { w.field("owner", owner) }
         w.key("plan")
         planSummary(&w, plan)

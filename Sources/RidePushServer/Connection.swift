@@ -35,6 +35,9 @@ enum ConnectionAction {
     case close(code: UInt16, reason: String)
     /// Stop or restart reading the socket (the store worker holds too many of its requests).
     case pauseReading, resumeReading
+    /// Start (or resync) the operator feed with a snapshot / stop it, answering `id` (OpsFeed.swift).
+    case watchAll(id: String?)
+    case unwatchAll(id: String?)
 }
 
 /// One connection's ride.v1 logic as a state machine, without sockets: a decoded message in,
@@ -77,6 +80,11 @@ struct Connection {
         switch ClientCodec.decode(bytes) {
         case .success(let env): handle(env, ctx, from: from, inTurn: false, &out)
         case .failure(let e):
+            // Not a rider's message: perhaps an operator's (OpsRequests.swift).
+            if e.code == .unknownType, let req = OpsRequest.decode(bytes) {
+                operatorRequest(req, ctx, from: from, inTurn: false, &out)
+                return out
+            }
             ctx.count("invalid", e.code.rawValue)
             answer(ServerMessages.error(e, prefix: pre), from: from, inTurn: false, &out)
         }
@@ -115,9 +123,10 @@ struct Connection {
             switch then {
             case .bytes(let frame): out.append(.send(frame))
             case .http: break
+            case .ops(let req): operatorRequest(req, ctx, from: from, inTurn: true, &out)
             case .message(let env):
                 if let ride = Self.rideOf(env.message), !(Self.isShare(env.message) && ctx.signer == nil) {
-                    complete(env, ride, found ?? ctx.ride(ride), failure, ctx, &out)
+                    complete(env, ride, found ?? ctx.ride(ride), failure, ctx, from: from, &out)
                 } else {
                     handle(env, ctx, from: from, inTurn: true, &out)
                 }
@@ -192,10 +201,10 @@ struct Connection {
         case .share(let ride) where ctx.signer == nil:
             out.append(.send(ServerMessages.share(ride: ride, id: env.id, url: "/?ride=\(ride)", token: "", prefix: pre)))
         case .unsubscribe(let ride) where subscribed.contains(ride):
-            complete(env, ride, nil, nil, ctx, &out)
+            complete(env, ride, nil, nil, ctx, from: from, &out)
         case .subscribe(let ride), .get(let ride), .share(let ride), .unsubscribe(let ride):
             // In memory: at once. Otherwise the store worker reads it, and this thread goes on.
-            if let live = ctx.ride(ride) { return complete(env, ride, live, nil, ctx, &out) }
+            if let live = ctx.ride(ride) { return complete(env, ride, live, nil, ctx, from: from, &out) }
             submit(.lookup(ride, from: from, then: .message(env)), &out)
         case .quote(let planID, let seconds, let paused):
             guard let plan = ctx.plan(planID) else {
@@ -210,7 +219,7 @@ struct Connection {
 
     /// Answers a message about one ride, now that it is known whether the ride exists.
     private mutating func complete(_ env: ClientEnvelope, _ ride: String, _ live: LiveRide?, _ failure: ProtocolError?,
-                                   _ ctx: some ConnectionContext, _ out: inout [ConnectionAction]) {
+                                   _ ctx: some ConnectionContext, from: Requester, _ out: inout [ConnectionAction]) {
         func error(_ e: ProtocolError) -> ConnectionAction {
             var e = e
             e.id = env.id
@@ -244,6 +253,10 @@ struct Connection {
         case .get:
             if let a = access, !a.mayWatch(rideID: ride, rideOwner: state.owner) {
                 return out.append(error(ProtocolError(.forbidden, "this token may not watch ride \"\(ride)\"")))
+            }
+            // Operators also get the journal, which the store worker reads (OpsRequests.swift).
+            if access?.claims.ops == true {
+                return submit(.read(from: from, http: nil, work: OpsReads.journalState(live, id: env.id, pre: pre)), &out)
             }
             out.append(.send(ServerMessages.state(ride: state, plan: live.plan, at: ctx.now(), id: env.id, prefix: pre)))
         case .share:
@@ -289,7 +302,7 @@ struct Connection {
 
     /// Unauthorized: say why, then close with 4401 (the client should get a new token, not
     /// retry). Its subscriptions end at once: no tick follows the error.
-    private mutating func refuse(_ e: ProtocolError, _ ctx: some ConnectionContext, _ out: inout [ConnectionAction]) {
+    mutating func refuse(_ e: ProtocolError, _ ctx: some ConnectionContext, _ out: inout [ConnectionAction]) {
         ctx.count("auth", "unauthorized")
         for ride in subscribed { out.append(.unsubscribe(ride)) }
         subscribed = []
@@ -299,12 +312,12 @@ struct Connection {
     }
 
     /// Sends a reply made here, behind any the store worker still owes this connection.
-    private mutating func answer(_ frame: [UInt8], from: Requester, inTurn: Bool, _ out: inout [ConnectionAction]) {
+    mutating func answer(_ frame: [UInt8], from: Requester, inTurn: Bool, _ out: inout [ConnectionAction]) {
         if inTurn || inFlight == 0 { return out.append(.send(frame)) }
         submit(.lookup(nil, from: from, then: .bytes(frame)), &out)
     }
 
-    private mutating func submit(_ job: StoreJob, _ out: inout [ConnectionAction]) {
+    mutating func submit(_ job: StoreJob, _ out: inout [ConnectionAction]) {
         inFlight += 1
         out.append(.submit(job))
         if inFlight >= Self.maxInFlight, !readingPaused {
@@ -316,7 +329,7 @@ struct Connection {
     /// One-second windows of control messages per connection. Messages over the limit are
     /// strikes; strikes are forgiven only after a window that stayed within the limit, so a
     /// client that keeps sending even a little too fast is closed (1008) after `rate × 5` of them.
-    private mutating func withinRate(_ ctx: some ConnectionContext) -> Bool {
+    mutating func withinRate(_ ctx: some ConnectionContext) -> Bool {
         let now = ctx.monotonic()
         if now - windowStart >= 1000 {
             if windowCount <= ctx.config.controlRate || now - windowStart >= 2000 { strikes = 0 }

@@ -22,6 +22,7 @@ extension Shard {
         case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
         case "/quote": return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
+        case "/rides": return ridesListing(wsi)
         default:
             if path.hasPrefix("/rides/") { return rideDocument(wsi, String(path.dropFirst(7))) }
             return staticFile(wsi, path)
@@ -38,6 +39,8 @@ extension Shard {
             }
             claims = c
         }
+        // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
+        if urlArg(wsi, "journal") == "1" || claims?.ops == true { return rideDocumentWithJournal(wsi, id, claims) }
         if let live = hub.registry.find(id) {
             let (status, body) = rideResponse(id, claims, live, nil)
             return respond(wsi, status, json: body)

@@ -13,6 +13,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     private(set) var registry: RideRegistry!
     private(set) var shards: [Shard] = []
     private(set) var ticker: Ticker!
+    let ops: OpsFeed
     let signer: TokenSigner?
     var authRequired: Bool { signer != nil }
     let publicDir: String
@@ -92,10 +93,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                 options: nil, name: UnsafePointer(strdup(h.0)), value: UnsafePointer(strdup(h.1)))
         }
 
+        let threads = max(1, config.threads)
+        ops = OpsFeed(threads: threads)
         ticker = Ticker(hub: self)
         do throws(ServerError) {
-            let threads = max(1, config.threads)
-            let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
+            let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops)
             self.registry = registry
             var book = RideBook(plans: config.plans)
             var cluster: ClusterCatchUp?
@@ -141,6 +143,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             close(listener.fd)
             throw error
         }
+        ops.deliver = { [shards] item in for s in shards { s.post(.ops(item)) } }
     }
 
     /// Services every thread until `shutdown()`; returns when all sessions were closed.

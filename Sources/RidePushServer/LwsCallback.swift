@@ -94,6 +94,7 @@ extension Shard {
     func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
         for sub in s.subscriptions { detach(sub) }
         s.subscriptions.removeAll()
+        dropOpsWatcher(s)
         sessions[s.serial] = nil
         hub.release(s.peer)
         hub.metrics.add(hub.metrics.connections, -1)

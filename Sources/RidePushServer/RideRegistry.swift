@@ -26,13 +26,16 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     let shards: Int
     let clock: RideClock
     let metrics: Metrics
+    /// The operator feed, told of every committed transition and every tick under `view` (OpsFeed.swift).
+    let ops: OpsFeed?
     let view = Locked(View())
     static let keptEndedRides = 10_000
     let pre = Int(clws_pre())
     /// Where requests go: the store worker (or, in unit tests, a queue run by hand).
     private(set) var jobs: (any StoreJobSink)!
 
-    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics) {
+    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil) {
+        self.ops = ops
         var byID: [String: FarePlan] = [:]
         for p in plans { byID[p.id] = p }
         self.plans = byID
@@ -156,6 +159,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
                         live.warned.insert(threshold)
                         if threshold == 60 { live.warned.insert(300) }
                         pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))
+                        ops?.warning(ride: live.id, remaining: remaining, at: at)
                         break
                     }
                 }
@@ -166,6 +170,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
             }
             let batch = TickBatch(seq: seq, at: at, rides: frames)
             post(batch, pushes)
+            ops?.tick(seq: seq, at: at, live: v.live, ended: v.rides.count - v.live.count)
             return (batch, pushes, ends)
         }
     }

@@ -35,6 +35,8 @@ extension Shard {
             case .close(let code, let reason): closeHard(s, code: code, reason: reason)
             case .pauseReading: lws_rx_flow_control(s.wsi, 0)
             case .resumeReading: lws_rx_flow_control(s.wsi, 1)
+            case .watchAll(let id): watchAll(s, id: id)
+            case .unwatchAll(let id): unwatchAll(s, id: id)
             }
         }
     }

@@ -15,6 +15,10 @@ enum ShardEvent: Sendable {
     case reply(UInt64, [UInt8], ride: LiveRide?)
     /// A lookup the store worker answered: continue with the ride (nil: no such ride).
     case found(UInt64, Continuation, LiveRide?, ProtocolError?)
+    /// For this thread's operators (OpsFeed.swift).
+    case ops(OpsItem)
+    /// An operator read's HTTP response for the connection waiting under the token (OpsRequests.swift).
+    case httpAnswer(UInt64, UInt32, [UInt8])
     case shutdown
 }
 
@@ -156,6 +160,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             if case .http(let token, let claims) = then { return rideFound(token, claims, live, failure) }
             guard let s = sessions[serial] else { return }
             perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
+        case .ops(let item): deliverOps(item)
+        case .httpAnswer(let token, let status, let body): httpAnswered(token, status, body)
         case .shutdown: beginShutdown()
         }
     }
@@ -264,7 +270,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             if n < 0 { return -1 }
         } else if s.hasOutbox {
             var f = s.popOutbox()
-            if write(s.wsi, &f) < 0 { return -1 }
+            if f.isEmpty {  // Shard.fleetFrameMarker
+                if writeFleetFrame(s) < 0 { return -1 }
+            } else if write(s.wsi, &f) < 0 { return -1 }
         } else if s.pendingTicks > 0 {
             for sub in s.subscriptions where sub.pending {
                 sub.pending = false

@@ -90,6 +90,10 @@ final class StoreCoordinator: GroupCommitClient {
                 do throws(StoreError) { try store.prune(repliesBefore: before) } catch {
                     Log.warn("could not forget old replies (retrying in an hour): \(error.message)")
                 }
+            case .read(let from, let http, let work):
+                let r = work(store, registry)
+                if let token = http { deliver(from.shard, [.httpAnswer(token, r.status, r.body)]) }
+                else { steps.append(.answer(r.body, to: from, needsCommit: false, id: nil, type: "get")) }
             }
         }
         return writes
@@ -280,6 +284,8 @@ final class StoreCoordinator: GroupCommitClient {
                         live = registry.add(c.after.ride, &v)
                     }
                     metrics.control(type, to == nil ? "auto" : "ok")
+                    registry.ops?.transition(c.transition.kind, c.after.ride, c.plan, at: c.transition.at,
+                                             watchers: live.subscriberCount.load(ordering: .relaxed))
                     if let key, let g = groupReplies[key] { recent[key] = g }
                     if let to, let reply { events[to.shard].append(.reply(to.session, reply, ride: live)) }
                     if !c.isStart {

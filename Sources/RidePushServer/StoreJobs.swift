@@ -17,6 +17,8 @@ enum Continuation: Sendable {
     case bytes([UInt8])
     /// Answer `GET /rides/{id}` on the connection waiting under `token`.
     case http(token: UInt64, claims: TokenClaims?)
+    /// Handle this operator request now (OpsRequests.swift).
+    case ops(OpsRequest)
 }
 
 /// Work for the store worker thread, from any thread.
@@ -34,6 +36,9 @@ enum StoreJob: Sendable {
     /// entries (ride → highest seq notified) and, with `catchUp`, the journal after the
     /// cursor; apply them before deciding anything else of the group.
     case cluster(hints: [String: Int64], catchUp: Bool)
+    /// An operator view read from the store (journal, listing; OpsRequests.swift): answered
+    /// in turn to the session, or to the HTTP connection waiting under `http`.
+    case read(from: Requester, http: UInt64?, work: @Sendable (RideStore, RideRegistry) -> OpsAnswer)
 }
 
 /// Where the registry sends jobs: the store worker, or a queue a unit test runs by hand.

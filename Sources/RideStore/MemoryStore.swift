@@ -60,6 +60,19 @@ public final class MemoryStore: RideStore {
         return rides[id].map(stored)
     }
 
+    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
+        try checkOpen()
+        let all = rides.values.map(stored)
+        switch page {
+        case .byStart(let after):
+            let keyed = all.map { ($0.key(in: page)!, $0) }.filter { after == nil || after! < $0.0 }
+            return keyed.sorted { $0.0 < $1.0 }.prefix(max(0, limit)).map(\.1)
+        case .ended(let before):
+            let keyed = all.compactMap { r in r.key(in: page).map { ($0, r) } }.filter { before == nil || $0.0 < before! }
+            return keyed.sorted { $1.0 < $0.0 }.prefix(max(0, limit)).map(\.1)
+        }
+    }
+
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
         try checkOpen()
         return replies[key].map { StoredReply(request: $0.request, bytes: $0.bytes) }

@@ -7,7 +7,7 @@
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 1
+    static let current: Int64 = 2
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -63,6 +63,13 @@ enum PostgresSchema {
                 PRIMARY KEY (scope, id)
             );
             CREATE INDEX replies_at ON ridepush.replies (at);
+            """),
+        (2, """
+            -- The operator's ride listing pages by keyset: every ride by start, ended rides
+            -- newest first. Ids in byte order (COLLATE "C"), as the other stores compare
+            -- them, so a cursor means the same on every node whatever the database's locale.
+            CREATE INDEX rides_started ON ridepush.rides (started_at, (id COLLATE "C"));
+            CREATE INDEX rides_ended ON ridepush.rides (ended_at, (id COLLATE "C")) WHERE ended_at IS NOT NULL;
             """),
     ]
 }

@@ -218,6 +218,10 @@ public final class PostgresStore: RideStore {
         try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.ride(c, id, label: label) }
     }
 
+    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.rides(c, page, limit: limit, label: label) }
+    }
+
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
         if let cached = prefetched?[key] { return cached }
         return try read { (c: PostgresConnection) throws(StoreError) in

@@ -29,6 +29,9 @@ public protocol RideStore: AnyObject {
     /// One ride by id, in any state; nil if unknown.
     func ride(_ id: String) throws(StoreError) -> StoredRide?
 
+    /// At most `limit` rides of a listing, in `page`'s keyset order (see `RidePage`).
+    func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide]
+
     /// The reply recorded for a control request, if still kept (see `prune`).
     func reply(for key: ReplyKey) throws(StoreError) -> StoredReply?
 

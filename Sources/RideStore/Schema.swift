@@ -6,7 +6,7 @@
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 3
+    static let current: Int64 = 4
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -63,6 +63,12 @@ enum Schema {
             -- What was asked ("pause r-42"), so a reused request id asking something else is
             -- refused instead of answered with another request's reply. NULL: recorded before.
             ALTER TABLE replies ADD COLUMN request TEXT;
+            """),
+        (4, """
+            -- The operator's ride listing pages by keyset: every ride by start, ended rides
+            -- newest first. Without these each page would sort every ride ever recorded.
+            CREATE INDEX rides_started ON rides (started_at, id);
+            CREATE INDEX rides_ended ON rides (ended_at, id) WHERE ended_at IS NOT NULL;
             """),
     ]
 }

@@ -336,14 +336,14 @@ final class CodecTests: XCTestCase {
         let r = ride([], start: t0)
         let bytes = ServerMessages.state(ride: r, plan: .standard, at: t0 + 192_500, id: "q1", prefix: 0)
         XCTAssertEqual(text(bytes),
-                       #"{"type":"state","id":"q1","ride":"r-42","state":"riding","elapsed":192,"paused":0,"fare":1040,"currency":"KRW","at":1764430192500,"started_at":1764430000000,"ended_at":null,"plan":\#(standardPlanJSON)}"#)
+                       #"{"type":"state","id":"q1","ride":"r-42","state":"riding","elapsed":192,"paused":0,"fare":1040,"currency":"KRW","at":1764430192500,"started_at":1764430000000,"ended_at":null,"paused_since":null,"plan":\#(standardPlanJSON)}"#)
     }
 
     func testStateOfAPausedRideWithLimitAndOwner() {
         let r = ride([(30_500, .pause)], start: t0, owner: "rider-1", limit: 1_800)
         let bytes = ServerMessages.state(ride: r, plan: .standard, at: t0 + 40_500, id: nil, prefix: 0)
         XCTAssertEqual(text(bytes),
-                       #"{"type":"state","ride":"r-42","state":"paused","elapsed":30,"paused":10,"fare":500,"currency":"KRW","remaining":1770,"at":1764430040500,"limit":1800,"started_at":1764430000000,"ended_at":null,"owner":"rider-1","plan":\#(standardPlanJSON)}"#)
+                       #"{"type":"state","ride":"r-42","state":"paused","elapsed":30,"paused":10,"fare":500,"currency":"KRW","remaining":1770,"at":1764430040500,"limit":1800,"started_at":1764430000000,"ended_at":null,"paused_since":1764430030500,"owner":"rider-1","plan":\#(standardPlanJSON)}"#)
     }
 
     func testStateOfAnEndedRideCarriesItsReceipt() {
@@ -352,7 +352,7 @@ final class CodecTests: XCTestCase {
         let bytes = ServerMessages.state(ride: r, plan: .standard, at: t0 + 999_000, id: "q9", prefix: 0)
         let receipt = #"{"elapsed":200,"paused":0,"fare":1040,"currency":"KRW","started_at":1764430000000,"ended_at":1764430200400,"reason":"rider","lines":[{"label":"unlock","amount":500},{"label":"riding","minutes":3,"amount":540}]}"#
         XCTAssertEqual(text(bytes),
-                       #"{"type":"state","id":"q9","ride":"r-42","state":"ended","elapsed":200,"paused":0,"fare":1040,"currency":"KRW","at":1764430999000,"started_at":1764430000000,"ended_at":1764430200400,"plan":\#(standardPlanJSON),"receipt":\#(receipt)}"#)
+                       #"{"type":"state","id":"q9","ride":"r-42","state":"ended","elapsed":200,"paused":0,"fare":1040,"currency":"KRW","at":1764430999000,"started_at":1764430000000,"ended_at":1764430200400,"paused_since":null,"plan":\#(standardPlanJSON),"receipt":\#(receipt)}"#)
     }
 
     func testReceiptOfATimeLimitEndWithDistance() {

@@ -56,6 +56,8 @@ final class ConnectionTests: XCTestCase {
             case .close(let code, let reason): return "close \(code) \(reason)"
             case .pauseReading: return "pause reading"
             case .resumeReading: return "resume reading"
+            case .watchAll(let id): return "watch all \(id ?? "-")"
+            case .unwatchAll(let id): return "unwatch all \(id ?? "-")"
             }
         }
     }

@@ -25,6 +25,7 @@ final class FlakyStore: RideStore {
     func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
     func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
     func prune(repliesBefore instant: UnixMillis) throws(StoreError) { try inner.prune(repliesBefore: instant) }
+    func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
     func close() { inner.close() }
 }
 
@@ -40,9 +41,9 @@ final class Harness {
     var events: [[ShardEvent]] = [[], []]
     let pre = Int(clws_pre())
 
-    init(_ clock: ManualClock, plans: [FarePlan] = [.standard]) {
+    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil) {
         self.clock = clock
-        registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics())
+        registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops)
         registry.connect(queue)
         coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics()) {
             [unowned self] i, e in events[i] += e

@@ -25,6 +25,7 @@ final class StoreWorkerTests: XCTestCase {
         func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
         func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
         func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
+        func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
         func close() { inner.close() }
     }
 

@@ -284,9 +284,11 @@
     sock = new window.RPSocket({
       token: S.token,
       onOpen() { /* watch_all waits for `authenticated`, so a refused token never gets `forbidden` first */ },
-      onAuth() {
+      onAuth(m, wasDown) {
         S.snapshotRows = null;
         S.snapshotId = sock.request('watch_all', {});
+        // Rides that ended while this page was away leave the snapshot: list them as ended.
+        if (wasDown) loadEnded();
         if (S.sel) requestDetail();
         renderConn();
       },
@@ -375,12 +377,13 @@
     }
   }
 
-  // Prometheus text: the cumulative buckets of ridepush_tick_lateness_milliseconds.
+  // Prometheus text: the cumulative buckets of ridepush_tick_lateness_seconds. Bounds are
+  // turned into milliseconds here, the unit the chart shows (a tick is late by ms, not s).
   function parseBuckets(text) {
     const out = [];
-    const re = /^ridepush_tick_lateness_milliseconds_bucket\{le="([^"]+)"\} (\d+(?:\.\d+)?)$/gm;
+    const re = /^ridepush_tick_lateness_seconds_bucket\{le="([^"]+)"\} (\d+(?:\.\d+)?)$/gm;
     let m;
-    while ((m = re.exec(text))) out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]), n: Number(m[2]) });
+    while ((m = re.exec(text))) out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]) * 1000, n: Number(m[2]) });
     out.sort((a, b) => a.le - b.le);
     return out;
   }
@@ -631,10 +634,10 @@
     const left = 44;
     const right = w - 8;
     const gap = 18;
-    const half = (h - gap - 18) / 2;
+    const half = (h - gap - 24) / 2;
     const panels = [
-      { top: 4, h: half, label: I.t(S.lang, 'ops.chart.rides'), data: S.history, series: ['riding', 'paused'], unit: '' },
-      { top: 4 + half + gap, h: half, label: I.t(S.lang, 'ops.chart.lateness'), data: S.lateness, series: ['p50', 'p99'], unit: '' },
+      { top: 10, h: half, label: I.t(S.lang, 'ops.chart.rides'), data: S.history, series: ['riding', 'paused'], unit: '' },
+      { top: 10 + half + gap, h: half, label: I.t(S.lang, 'ops.chart.lateness'), data: S.lateness, series: ['p50', 'p99'], unit: '' },
     ];
     g.font = '11px system-ui, sans-serif';
     for (const p of panels) {
@@ -921,6 +924,8 @@
     // Painted at once, not on the next frame: a viewport that grows (a screenshot of the
     // full page, a window restored) shows no empty band for a frame.
     window.addEventListener('resize', () => { S.paint = true; S.chartDirty = true; frame(); });
+    // The canvas also changes size when the detail opens or closes: redraw at its new size.
+    if (window.ResizeObserver) new ResizeObserver(() => { S.chartDirty = true; S.paint = true; schedule(); }).observe($('chart'));
     renderAll();
     start();
     loadEnded();

@@ -1,0 +1,126 @@
+import CLibWebSockets
+import RideAuth
+import RideCore
+import RideProtocol
+import RideStore
+
+/// `watch_all` / `unwatch_all`, the operator's requests. Read here, after the ride.v1 codec
+/// found no such type, so the codec stays the riders' protocol.
+struct OpsRequest: Equatable, Sendable {
+    enum Kind: Sendable { case watchAll, unwatchAll }
+    let kind: Kind
+    let id: String?
+
+    static func decode(_ bytes: some Collection<UInt8>) -> OpsRequest? {
+        guard case .object(let o)? = try? JSON.parse(bytes), let type = o["type"]?.string else { return nil }
+        let kind: Kind
+        switch type {
+        case "watch_all": kind = .watchAll
+        case "unwatch_all": kind = .unwatchAll
+        default: return nil
+        }
+        var id: String?
+        if let raw = o["id"] {
+            guard let s = raw.string, !s.isEmpty, s.utf8.count <= ClientCodec.maxIDLength else { return nil }
+            id = s
+        }
+        return OpsRequest(kind: kind, id: id)
+    }
+}
+
+/// What a store read for an operator view answers: an HTTP status (ignored over the socket)
+/// and the body or message.
+struct OpsAnswer: Sendable {
+    let status: UInt32
+    let body: [UInt8]
+}
+
+extension Connection {
+    /// `watch_all` / `unwatch_all`: the same gate as every ride.v1 message (a token,
+    /// unexpired), then ops tokens only. Waits its turn behind this connection's requests at
+    /// the store worker, like a `get`, so the snapshot follows the replies asked for before it.
+    mutating func operatorRequest(_ req: OpsRequest, _ ctx: some ConnectionContext, from: Requester, inTurn: Bool,
+                                  _ out: inout [ConnectionAction]) {
+        if !inTurn, inFlight > 0 { return submit(.lookup(nil, from: from, then: .ops(req)), &out) }
+        if ctx.signer != nil, access == nil {
+            return refuse(ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: req.id), ctx, &out)
+        }
+        if let exp = access?.claims.exp, exp <= ctx.now() / 1000 - TokenSigner.leeway {
+            return refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: req.id), ctx, &out)
+        }
+        let type = req.kind == .watchAll ? "watch_all" : "unwatch_all"
+        guard ctx.signer == nil || access?.claims.ops == true else {
+            ctx.count(type, ErrorCode.forbidden.rawValue)
+            return out.append(.send(ServerMessages.error(ProtocolError(.forbidden, "\(type) needs an operator (ops) token", id: req.id), prefix: pre)))
+        }
+        switch req.kind {
+        case .watchAll:
+            // A snapshot of a big fleet is megabytes: counted like a control message.
+            guard withinRate(ctx) else {
+                ctx.rateLimited()
+                return out.append(.send(ServerMessages.error(ProtocolError(.rateLimited, "more than \(ctx.config.controlRate) requests per second; slow down", id: req.id), prefix: pre)))
+            }
+            ctx.count(type, "ok")
+            out.append(.watchAll(id: req.id))
+        case .unwatchAll:
+            ctx.count(type, "ok")
+            out.append(.unwatchAll(id: req.id))
+        }
+    }
+}
+
+/// Store reads for the operator views, run by the store worker with the store and the
+/// registry (StoreJob.read).
+enum OpsReads {
+    /// `get` by an operator: the state with the journal and the watchers.
+    static func journalState(_ live: LiveRide, id: String?, pre: Int) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
+        { store, registry in
+            let state = ServerMessages.state(ride: registry.snapshot(live), plan: live.plan, at: registry.clock.now(), id: id, prefix: pre)
+            guard let journal = (try? store.ride(live.id))??.journal else { return OpsAnswer(status: 200, body: state) }
+            return OpsAnswer(status: 200, body: OpsMessages.withJournal(state, journal: journal,
+                                                                        watchers: live.subscriberCount.load(ordering: .relaxed)))
+        }
+    }
+
+    /// `GET /rides/{id}` for an operator (or with `?journal=1`): the document with the
+    /// journal and the watchers; `claims` (auth on) must allow reading the ride.
+    static func rideDocument(_ id: String, claims: TokenClaims?) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
+        { store, registry in
+            let stored: StoredRide?
+            do throws(StoreError) { stored = try store.ride(id) } catch {
+                return OpsAnswer(status: 503, body: OpsMessages.error("unavailable", "ride storage is unavailable: \(error.message)"))
+            }
+            guard let stored else { return OpsAnswer(status: 404, body: OpsMessages.error("ride_not_found", "no ride \"\(id)\"")) }
+            if let claims, !Access(claims).mayWatch(rideID: id, rideOwner: stored.owner) {
+                return OpsAnswer(status: 403, body: OpsMessages.error("forbidden", "this token may not read ride \"\(id)\""))
+            }
+            let live = registry.find(id)
+            let plan = live?.plan ?? registry.plans[stored.planID] ?? .standard
+            let doc = ServerMessages.rideDocument(ride: stored.ride, plan: plan, at: registry.clock.now())
+            return OpsAnswer(status: 200, body: OpsMessages.withJournal(doc, journal: stored.journal,
+                                                                        watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0))
+        }
+    }
+}
+
+extension Shard {
+    func rideDocumentWithJournal(_ wsi: OpaquePointer, _ id: String, _ claims: TokenClaims?) -> Int32 {
+        awaitStore(wsi, id, OpsReads.rideDocument(id, claims: claims))
+    }
+
+    /// Has the store worker run `work` and answers this HTTP connection with its result
+    /// (on HTTP_WRITEABLE, if the connection is still there); this thread serves others meanwhile.
+    func awaitStore(_ wsi: OpaquePointer, _ what: String, _ work: @escaping @Sendable (RideStore, RideRegistry) -> OpsAnswer) -> Int32 {
+        nextSerial += 1
+        awaitingRide[wsi] = (nextSerial, what)
+        hub.registry.submit(.read(from: Requester(shard: index, session: 0), http: nextSerial, work: work))
+        return 0
+    }
+
+    func httpAnswered(_ token: UInt64, _ status: UInt32, _ body: [UInt8]) {
+        guard let (wsi, _) = awaitingRide.first(where: { $0.value.token == token }) else { return }
+        awaitingRide[wsi] = nil
+        deferredResponses[wsi] = (status, body)
+        lws_callback_on_writable(wsi)
+    }
+}
