@@ -2,6 +2,7 @@
 the wall clock's steps do not move rides, /healthz tells the truth."""
 import http.client
 import os
+import re
 import subprocess
 import time
 
@@ -158,8 +159,9 @@ def test_wall_clock_steps_do_not_move_rides(clockstep):
         while time.monotonic() < deadline and not any("stepped forward" in ln for ln in s.lines):
             time.sleep(0.05)
     log = "\n".join(s.lines)
-    assert "wall clock stepped back by 180" in log, log
-    assert "wall clock stepped forward by 360" in log, log
+    # The shim re-reads its file every 20 ms, so the jump measured may be a millisecond short.
+    assert re.search(r"wall clock stepped back by 1(799\d{3}|800\d{3}) ms", log), log
+    assert re.search(r"wall clock stepped forward by 3(599\d{3}|600\d{3}) ms", log), log
 
 
 # ---- /healthz tells the truth (defect 3) ------------------------------------------------

@@ -10,7 +10,7 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     private var schedule = TickSchedule(now: 0)
     private var lastPrune: UnixMillis = 0
     /// Monotonic ms of the last tick (for /healthz, read from any thread).
-    let lastTick = Atomic<Int64>(0)
+    let lastTick = Atomic<Int64>(monotonicMillis())
     unowned let hub: Hub
 
     init(hub: Hub) { self.hub = hub }
