@@ -95,7 +95,7 @@ public enum FareEngine {
     }
 
     /// Unlock plus every per-minute segment, at `riding` seconds.
-    static func timeFare(_ plan: FarePlan, riding: Int64) -> Int64 {
+    package static func timeFare(_ plan: FarePlan, riding: Int64) -> Int64 {
         var total = plan.price
         for seg in plan.perMinute {
             total = add(total, mul(intervals(seg, at: riding, unit: 60, rule: plan.billing), seg.rate))
@@ -218,12 +218,12 @@ public enum FareEngine {
         return "segments with intervals of \(uneven.map { String($0.interval) }.joined(separator: ", ")) minutes do not divide the \(cap.duration)-minute cap window and repeat only after more than \(maxCapPeriod) windows"
     }
 
-    static func pauseCharge(_ plan: FarePlan, _ paused: Int64) -> (minutes: Int64, amount: Int64) {
+    package static func pauseCharge(_ plan: FarePlan, _ paused: Int64) -> (minutes: Int64, amount: Int64) {
         let n = intervals(FareSegment(start: 0, rate: plan.pauseRate, interval: 1), at: paused, unit: 60, rule: plan.billing)
         return (n, mul(n, plan.pauseRate))
     }
 
-    static func distanceCharge(_ plan: FarePlan, _ metres: Int64) -> Int64 {
+    package static func distanceCharge(_ plan: FarePlan, _ metres: Int64) -> Int64 {
         var total: Int64 = 0
         for seg in plan.perKm { total = add(total, mul(intervals(seg, at: metres, unit: 1000, rule: .started), seg.rate)) }
         return total
@@ -232,7 +232,7 @@ public enum FareEngine {
     /// At most the cap for every window begun, then never below zero (discount segments).
     /// The floor comes last so that even a (refused-by-the-parser) negative cap price cannot
     /// make a fare negative.
-    static func finish(_ plan: FarePlan, riding: Int64, subtotal: Int64) -> Int64 {
+    package static func finish(_ plan: FarePlan, riding: Int64, subtotal: Int64) -> Int64 {
         max(0, overallCap(plan, riding: riding, subtotal: subtotal))
     }
 
@@ -247,12 +247,12 @@ public enum FareEngine {
 
     // Saturating arithmetic: an absurd figure bills Int64.max (or min), never traps.
 
-    @inline(__always) static func add(_ a: Int64, _ b: Int64) -> Int64 {
+    @inline(__always) package static func add(_ a: Int64, _ b: Int64) -> Int64 {
         let (r, o) = a.addingReportingOverflow(b)
         return o ? (b > 0 ? .max : .min) : r
     }
 
-    @inline(__always) static func sub(_ a: Int64, _ b: Int64) -> Int64 {
+    @inline(__always) package static func sub(_ a: Int64, _ b: Int64) -> Int64 {
         let (r, o) = a.subtractingReportingOverflow(b)
         return o ? (b < 0 ? .max : .min) : r
     }

@@ -1,5 +1,5 @@
 import RideAuth
-@testable import RideCore
+import RideCore
 import RideProtocol
 
 /// The fuzzed parsers, one function per target. Each checks properties that hold for any
