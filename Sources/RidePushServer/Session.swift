@@ -42,10 +42,13 @@ final class Session {
     var lastTick: Int64 = 0
     var pingDue = false
     var pingSent = false
+    /// Plain TCP, its own connection: ticks may be written from the fan-out (Shard.writeTickNow).
+    let writesDirectly: Bool
 
     init(wsi: OpaquePointer, peer: String) {
         self.wsi = wsi
         self.peer = peer
+        writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
         drainedAt = coarseMillis()
         lastHeard = drainedAt
     }

@@ -153,6 +153,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                     }
                     continue
                 }
+                if s.pendingTicks == 0, writeTickNow(s, slot) { continue }
                 sub.pending = true
                 s.pendingTicks += 1
                 if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }

@@ -1,0 +1,34 @@
+import CLibWebSockets
+
+extension Shard {
+    /// Writes a tick from the fan-out loop itself when nothing can be ahead of it, instead of
+    /// asking lws for a WRITEABLE callback: that round trip (a POLLOUT change, a poll() over every
+    /// socket, a callback, another POLLOUT change) cost more than the send it leads to.
+    ///
+    /// Safe on plain TCP (lws 4.1): lws_write hands the frame to one send(); what the kernel does
+    /// not take lws keeps on the connection's own buffer list, asks for POLLOUT itself and flushes
+    /// it before any later WRITEABLE callback. So the only condition is that lws holds nothing
+    /// already (`lws_partial_buffered`) and neither do we (replies, a ping, a close keep their
+    /// order through the WRITEABLE path). TLS connections keep that path: over TLS a WebSocket may
+    /// be a stream of an HTTP/2 connection (RFC 8441, what Chromium uses on an https page), whose
+    /// frames and flow-control credit lws only manages from its writable callbacks.
+    ///
+    /// Returns false when the tick must wait for WRITEABLE instead.
+    func writeTickNow(_ s: Session, _ slot: ShardSlot) -> Bool {
+        guard s.writesDirectly, !s.hasOutbox, s.closing == nil, !s.pingDue,
+              lws_partial_buffered(s.wsi) == 0 else { return false }
+        let n = slot.frameLength - pre
+        if lws_write(s.wsi, slot.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
+            // The socket is gone; outside a callback we cannot return -1, so lws closes it on
+            // its next service.
+            lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            return true
+        }
+        ticksWritten += 1
+        s.lastTick = tickTime
+        // Kernel took it all: nothing left to send. Otherwise lws holds the rest and ends its
+        // flush with a WRITEABLE callback, which records the drain.
+        if lws_partial_buffered(s.wsi) == 0 { s.drainedAt = tickTime }
+        return true
+    }
+}
