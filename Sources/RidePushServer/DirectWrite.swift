@@ -14,11 +14,11 @@ extension Shard {
     /// frames and flow-control credit lws only manages from its writable callbacks.
     ///
     /// Returns false when the tick must wait for WRITEABLE instead.
-    func writeTickNow(_ s: Session, _ slot: ShardSlot) -> Bool {
+    /// `n` bytes of tick are staged (`stage`) for this thread.
+    func writeTickNow(_ s: Session, _ n: Int) -> Bool {
         guard s.writesDirectly, !s.hasOutbox, s.closing == nil, !s.pingDue,
               lws_partial_buffered(s.wsi) == 0 else { return false }
-        let n = slot.frameLength - pre
-        if lws_write(s.wsi, slot.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
+        if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n {
             // The socket is gone; outside a callback we cannot return -1, so lws closes it on
             // its next service.
             lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
@@ -30,5 +30,17 @@ extension Shard {
         // flush with a WRITEABLE callback, which records the drain.
         if lws_partial_buffered(s.wsi) == 0 { s.drainedAt = tickTime }
         return true
+    }
+
+    /// Copies an encoded tick (LWS_PRE room in front) into this thread's staging buffer, where
+    /// lws may write the frame header in front of it; returns the payload length.
+    func stage(_ frame: [UInt8]) -> Int {
+        if frame.count > stagingSize {
+            staging.deallocate()
+            stagingSize = frame.count * 2
+            staging = .allocate(capacity: stagingSize)
+        }
+        frame.withUnsafeBufferPointer { staging.update(from: $0.baseAddress!, count: $0.count) }
+        return frame.count - pre
     }
 }

@@ -40,6 +40,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     /// Current pause before watching the listener again: doubles from 100 ms to 2 s while the
     /// file limit lasts (each look costs a poll over every socket), back to 0 on an accept.
     var backoffMillis: Int64 = 0
+    /// Where a tick is copied to be written (DirectWrite.swift: stage).
+    var staging = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
+    var stagingSize = 1024
     /// Ticks written since the last tick (flushed to the shared metric once a second).
     var ticksWritten = 0
     /// Monotonic ms of the latest tick fan-out on this thread.
@@ -56,6 +59,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     }
 
     deinit {
+        staging.deallocate()
         tickTimer.deallocate()
         backoffTimer.deallocate()
     }
@@ -141,10 +145,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         for (live, frame) in batch.rides {
             let slot = live.slots[index]
             if slot.subscribers.isEmpty { continue }
-            slot.setFrame(frame)
+            let n = stage(frame)
+            var held = false
             for sub in slot.subscribers {
                 let s = sub.session
                 if sub.pending {
+                    held = true
                     coalesced += 1
                     if now - s.drainedAt > lag, s.closing == nil {
                         hub.metrics.add(hub.metrics.slowConsumerDisconnects)
@@ -153,11 +159,13 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                     }
                     continue
                 }
-                if s.pendingTicks == 0, writeTickNow(s, slot) { continue }
+                if s.pendingTicks == 0, writeTickNow(s, n) { continue }
+                held = true
                 sub.pending = true
                 s.pendingTicks += 1
                 if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
             }
+            slot.frame = held ? frame : nil
         }
         if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
         // Counted locally between ticks: one shared atomic per write would bounce a cache
@@ -230,11 +238,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             for sub in s.subscriptions where sub.pending {
                 sub.pending = false
                 s.pendingTicks -= 1
-                let slot = sub.live.slots[index]
-                let n = slot.frameLength - pre
-                if lws_write(s.wsi, slot.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
-                    return -1
-                }
+                guard let frame = sub.live.slots[index].frame else { continue }
+                let n = stage(frame)
+                if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n { return -1 }
                 ticksWritten += 1
                 s.lastTick = tickTime
                 break
