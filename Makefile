@@ -12,7 +12,7 @@ OUT ?= test-output
 APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
 APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils
 
-.PHONY: run build release test unit integration deps deps-test venv clean bench
+.PHONY: run build release test unit integration deps deps-test venv clean bench tsan
 
 deps:
 	@bash .ci/apt-ensure.sh $(APT_BUILD)
@@ -55,6 +55,19 @@ test: unit integration
 # Not a test: prints figures (see BENCHMARKS.md). Needs gcc for the reference server.
 bench: release
 	bash scripts/bench-compare.sh -n $${N:-19000} -d $${D:-15} -k $${K:-1}
+
+# ThreadSanitizer: the Swift tests and the integration protocol, scale and overload tests
+# against a -sanitize=thread build (its own build directory). TSan reports go to
+# $(OUT)/tsan/ (log_path); the target fails if any report names RidePush code.
+TSAN_BUILD := .build-tsan
+tsan: deps venv
+	$(SWIFT) build --build-path $(TSAN_BUILD) -Xswiftc -sanitize=thread
+	$(SWIFT) test --build-path $(TSAN_BUILD) -Xswiftc -sanitize=thread
+	rm -rf $(OUT)/tsan && mkdir -p $(OUT)/tsan
+	TSAN_OPTIONS="log_path=$(CURDIR)/$(OUT)/tsan/report halt_on_error=0 second_deadlock_stack=1" \
+	  RIDEPUSH_BIN=$(CURDIR)/$(TSAN_BUILD)/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
+	  $(PY) -m pytest -q tests/test_protocol.py tests/test_scale.py tests/test_overload.py
+	@bash scripts/tsan-summary.sh $(OUT)/tsan
 
 clean:
 	rm -rf .build $(VENV) $(OUT)

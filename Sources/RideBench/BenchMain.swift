@@ -4,6 +4,15 @@ import Glibc
 /// worker processes (the same binary re-executed with `--worker I`), because one process
 /// may hold at most ~20,000 files here.
 public func benchMain(arguments: [String]) -> Int32 {
+    if arguments.contains("--transitions") {
+        do {
+            let t = try TransitionOptions.parse(arguments)
+            return TransitionBench.run(t)
+        } catch {
+            printErr("ridepush bench --transitions: \(error)\n\n\(TransitionOptions.usage)\n")
+            return 2
+        }
+    }
     let options: BenchOptions
     do {
         options = try BenchOptions.parse(arguments)

@@ -43,6 +43,10 @@ public enum RideCommand: String, Sendable, Equatable {
 public struct RideError: Error, Equatable, Sendable, CustomStringConvertible {
     public let state: RideState
     public let command: RideCommand
+    public init(state: RideState, command: RideCommand) {
+        self.state = state
+        self.command = command
+    }
     public var description: String {
         switch state {
         case .ended: return "ride has ended; cannot \(command.rawValue)"
@@ -91,6 +95,18 @@ public struct Ride: Sendable, Equatable {
         case (.riding, .end), (.paused, .end): return .success(.end(at: at, reason: .rider, metres: metres))
         default: return .failure(RideError(state: state, command: command))
         }
+    }
+
+    /// The state machine, once: what `command` at `t` records and the ride after it, or why not.
+    public func step(_ command: RideCommand, at t: UnixMillis, metres: Int64 = 0) -> Result<(RideTransition, Ride), RideError> {
+        let at = max(t, lastInstant)
+        let tr: RideTransition
+        switch command {
+        case .pause: tr = .pause(at: at)
+        case .resume: tr = .resume(at: at)
+        case .end: tr = .end(at: at, reason: .rider, metres: metres)
+        }
+        return applying(tr).map { (tr, $0) }
     }
 
     /// Applies a recorded transition. Replaying a journal calls this for each entry.

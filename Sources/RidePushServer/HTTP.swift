@@ -24,24 +24,45 @@ extension Shard {
     }
 
     func rideDocument(_ wsi: OpaquePointer, _ id: String) -> Int32 {
+        var claims: TokenClaims?
         if hub.authRequired {
             var token = urlArg(wsi, "token")
             if token == nil, let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { token = String(h.dropFirst(7)) }
-            guard let token, let claims = try? hub.signer?.verify(token, now: hub.clock.now() / 1000) else {
+            guard let token, let c = try? hub.signer?.verify(token, now: hub.clock.now() / 1000) else {
                 return respond(wsi, 401, json: errorJSON("unauthorized", "a valid token is required (?token= or Authorization: Bearer)"))
             }
-            if case .success(let live) = hub.registry.find(id),
-               !Access(claims).mayWatch(rideID: id, rideOwner: live.ride.owner) {
-                return respond(wsi, 403, json: errorJSON("forbidden", "this token may not read ride \"\(id)\""))
-            }
+            claims = c
         }
-        switch hub.registry.find(id) {
-        case .success(let live):
-            let ride = hub.registry.snapshot(live)
-            return respond(wsi, 200, json: ServerMessages.rideDocument(ride: ride, plan: live.plan, at: hub.clock.now()))
-        case .failure(let e):
-            return respond(wsi, e.code == .rideNotFound ? 404 : 503, json: errorJSON(e.code.rawValue, e.message))
+        if let live = hub.registry.find(id) {
+            let (status, body) = rideResponse(id, claims, live, nil)
+            return respond(wsi, status, json: body)
         }
+        // Not in memory: the store worker reads it; this thread serves others meanwhile.
+        nextSerial += 1
+        awaitingRide[wsi] = (nextSerial, id)
+        hub.registry.submit(.lookup(id, from: Requester(shard: index, session: 0), then: .http(token: nextSerial, claims: claims)))
+        return 0
+    }
+
+    func rideResponse(_ id: String, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) -> (UInt32, [UInt8]) {
+        guard let live else {
+            let e = failure ?? ProtocolError(.rideNotFound, "no ride \"\(id)\"")
+            return (e.code == .rideNotFound ? 404 : 503, errorJSON(e.code.rawValue, e.message))
+        }
+        let ride = hub.registry.snapshot(live)
+        if let claims, !Access(claims).mayWatch(rideID: id, rideOwner: ride.owner) {
+            return (403, errorJSON("forbidden", "this token may not read ride \"\(id)\""))
+        }
+        return (200, ServerMessages.rideDocument(ride: ride, plan: live.plan, at: hub.clock.now()))
+    }
+
+    /// The store worker answered a `GET /rides/{id}`: respond on HTTP_WRITEABLE, if the
+    /// connection is still there.
+    func rideFound(_ token: UInt64, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) {
+        guard let (wsi, waiting) = awaitingRide.first(where: { $0.value.token == token }) else { return }
+        awaitingRide[wsi] = nil
+        deferredResponses[wsi] = rideResponse(waiting.ride, claims, live, failure)
+        lws_callback_on_writable(wsi)
     }
 
     func quote(_ wsi: OpaquePointer) -> Int32 {
@@ -116,6 +137,7 @@ extension Shard {
     }
 
     func httpWritable(_ wsi: OpaquePointer) -> Int32 {
+        if let r = deferredResponses.removeValue(forKey: wsi) { return respond(wsi, r.status, json: r.body) }
         guard var body = httpBodies.removeValue(forKey: wsi) else { return 0 }
         let pre = self.pre
         let n = body.withUnsafeMutableBufferPointer { p in

@@ -18,7 +18,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let publicDir: String
     let listener: Listener
     private let perAddress = Mutex<[String: Int]>([:])
-    private let store: RideStore
+    /// The one thread that talks to the store (group commit); see StoreCoordinator.
+    private(set) var storeWorker: StoreWorker<StoreCoordinator>!
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
@@ -31,10 +32,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     public var port: Int { listener.port }
 
-    public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock()) throws(ServerError) {
+    public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock(),
+                faults: StoreFaults = StoreFaults()) throws(ServerError) {
         self.config = config
         self.clock = clock
-        self.store = store
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: config.publicDir, isDirectory: &isDir), isDir.boolValue else {
             throw ServerError("--public \(config.publicDir): no such folder (it holds the page: index.html, app.js, …)")
@@ -80,8 +81,32 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
 
         ticker = Ticker(hub: self)
-        registry = try RideRegistry(store: store, plans: config.plans, shards: max(1, config.threads), clock: clock, metrics: metrics)
-        for i in 0..<max(1, config.threads) {
+        let threads = max(1, config.threads)
+        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
+        self.registry = registry
+        var book = RideBook(plans: config.plans)
+        do {
+            let open = try store.openRides()
+            registry.publishing { v in
+                for stored in open {
+                    book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
+                    _ = registry.add(stored.ride, &v)
+                }
+            }
+        } catch {
+            throw ServerError("cannot load rides: \(error.message)")
+        }
+        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics) {
+            [unowned self] i, events in shards[i].post(events)
+        }
+        storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
+            // The fate of that transaction is unknown: stop, and let a restart read the file
+            // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
+            FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT, so it is unknown whether the last group of transitions is durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
+            exit(70)
+        }
+        registry.connect(storeWorker)
+        for i in 0..<threads {
             let shard = Shard(index: i, hub: self, listenFD: listener.fd)
             try shard.create(config: config)
             shards.append(shard)
@@ -90,6 +115,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     /// Services every thread until `shutdown()`; returns when all sessions were closed.
     public func run() {
+        storeWorker.start()
         let done = DispatchGroup()
         for shard in shards {
             done.enter()
@@ -104,20 +130,12 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         done.wait()
         for shard in shards { lws_context_destroy(shard.context) }
         close(listener.fd)
-        store.close()
+        storeWorker.stop()
     }
 
     /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.
     public func shutdown() {
         for shard in shards { shard.post(.shutdown) }
-    }
-
-    /// Pushes a state change to the ride's subscribers on every thread.
-    func broadcast(_ live: LiveRide, _ frame: [UInt8], from: Shard, except: Session?) {
-        let skip = except.map(ObjectIdentifier.init)
-        for s in shards {
-            if s === from { s.push(live, frame, except: skip) } else { s.post(.push(live, frame, except: skip)) }
-        }
     }
 
     /// Per-address connection limit (WebSocket sessions).

@@ -1,18 +1,26 @@
 import RideCore
+import Synchronization
 
-/// A ride the server holds in memory. `ride` and `warned` are guarded by the registry's
-/// lock; `slots[i]` belongs to service thread i alone, so fan-out needs no lock.
-final class LiveRide: @unchecked Sendable {
+/// A ride the server holds in memory, as last committed. `ride`, `warned`, `liveIndex` and
+/// `autoEndQueued` are read and written only under the registry's view lock; `slots[i]`
+/// belongs to service thread i alone, so fan-out needs no lock.
+final class LiveRide: @unchecked Sendable {  // mutable fields are guarded by RideRegistry.view or owned by one thread (slots)
     let id: String
     /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride).
     private let planBox: PlanBox
     var plan: FarePlan { planBox.plan }
+    /// The committed state: what ticks and reads show.
     var ride: Ride
     /// Time-limit warnings already sent (seconds-left thresholds).
     var warned: Set<Int64> = []
     /// Position in the registry's list of rides that tick, for O(1) removal.
     var liveIndex = -1
+    /// An auto-end is waiting for its commit: the ride stops ticking until it lands.
+    var autoEndQueued = false
     let slots: [ShardSlot]
+    /// Subscribers on every thread, kept by the threads themselves, so that forgetting an
+    /// ended ride never reads another thread's subscriber list.
+    let subscriberCount = Atomic<Int>(0)
 
     init(ride: Ride, plan: PlanBox, shards: Int) {
         id = ride.id
@@ -33,7 +41,7 @@ final class ShardSlot {
 }
 
 /// One tick's messages: the same `seq` and `at` for every ride and every thread.
-struct TickBatch: @unchecked Sendable {
+struct TickBatch: Sendable {
     let seq: Int64
     let at: UnixMillis
     /// Each ticking ride with its encoded tick (LWS_PRE spare bytes in front). Immutable once built.
@@ -41,7 +49,7 @@ struct TickBatch: @unchecked Sendable {
 }
 
 /// One loaded fare plan, referenced by the rides that use it.
-final class PlanBox: @unchecked Sendable {  // immutable after init
+final class PlanBox: Sendable {
     let plan: FarePlan
     init(_ plan: FarePlan) { self.plan = plan }
 }

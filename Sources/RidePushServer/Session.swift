@@ -7,6 +7,13 @@ import RideCore
 final class Session {
     let wsi: OpaquePointer
     let peer: String
+    /// Unique on its thread for the life of the process: how the store worker names it.
+    let serial: UInt64
+    /// The ride.v1 logic of this connection (auth, rate limit, subscriptions, ordering).
+    var conn: Connection
+    /// When it was established (monotonic ms): with auth on, it must authenticate within
+    /// --handshake-timeout of this or be closed (4401).
+    let connectedAt: Int64
     /// Control replies, state pushes, warnings and errors, in order; never dropped.
     var outbox: [[UInt8]] = []
     var outboxHead = 0
@@ -21,20 +28,6 @@ final class Session {
     var rxTooLarge = false
     /// Close code and reason once we decided to close.
     var closing: (code: UInt16, reason: String)?
-    /// What the token allows (nil with auth off). Boxed: most sessions of a big server carry
-    /// none or the same few, and the claims inline would add ~80 bytes to every session.
-    var access: Access? {
-        get { accessBox?.access }
-        set { accessBox = newValue.map(AccessBox.init) }
-    }
-    private var accessBox: AccessBox?
-    /// The token's `exp` (Unix seconds; .max without one), checked by the once-a-second sweep
-    /// so a connection is cut off when its token expires, not only when it next speaks.
-    var tokenExp: Int64 = .max
-    /// Control-message rate limit: a one-second window.
-    var windowStart: Int64 = 0
-    var windowCount = 0
-    var strikes = 0
     /// Keepalive (monotonic ms): when the peer last sent anything, and whether our ping is
     /// waiting to be written or answered.
     var lastHeard: Int64
@@ -45,11 +38,14 @@ final class Session {
     /// Plain TCP, its own connection: ticks may be written from the fan-out (Shard.writeTickNow).
     let writesDirectly: Bool
 
-    init(wsi: OpaquePointer, peer: String) {
+    init(wsi: OpaquePointer, peer: String, serial: UInt64) {
         self.wsi = wsi
         self.peer = peer
         writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
+        self.serial = serial
+        conn = Connection(pre: Int(clws_pre()))
         drainedAt = coarseMillis()
+        connectedAt = drainedAt
         lastHeard = drainedAt
     }
 
@@ -96,7 +92,3 @@ final class Subscription {
     }
 }
 
-final class AccessBox {
-    let access: Access
-    init(_ access: Access) { self.access = access }
-}

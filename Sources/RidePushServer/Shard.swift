@@ -5,10 +5,15 @@ import RideCore
 import Synchronization
 
 /// Work handed to a service thread from another thread.
-enum ShardEvent {
+enum ShardEvent: Sendable {
     case tick(TickBatch)
-    /// A message for every subscriber of the ride on this thread, except `except`.
-    case push(LiveRide, [UInt8], except: ObjectIdentifier?)
+    /// A message for every subscriber of the ride on this thread, except session `except`.
+    case push(LiveRide, [UInt8], except: UInt64?)
+    /// The store worker's answer to one of a session's requests (after its commit). A state
+    /// reply for `ride` replaces the session's waiting tick of that ride.
+    case reply(UInt64, [UInt8], ride: LiveRide?)
+    /// A lookup the store worker answered: continue with the ride (nil: no such ride).
+    case found(UInt64, Continuation, LiveRide?, ProtocolError?)
     case shutdown
 }
 
@@ -22,8 +27,14 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     private(set) var context: OpaquePointer!
     private(set) var vhost: OpaquePointer!
     private let mailbox = Mutex<[ShardEvent]>([])
-    /// Sessions on this thread (service thread only).
-    var sessions: [ObjectIdentifier: Session] = [:]
+    /// Sessions on this thread by serial (service thread only). Answers from the store worker
+    /// name a session by serial, so one that closed meanwhile is simply not found.
+    var sessions: [UInt64: Session] = [:]
+    var nextSerial: UInt64 = 0
+    /// `GET /rides/{id}` connections waiting for the store worker, by wsi (see HTTP.swift).
+    var awaitingRide: [OpaquePointer: (token: UInt64, ride: String)] = [:]
+    /// Responses made off the HTTP callback, written on HTTP_WRITEABLE.
+    var deferredResponses: [OpaquePointer: (status: UInt32, body: [UInt8])] = [:]
     var stopping = false
     var acceptor: OpaquePointer?
     let listenFD: Int32
@@ -114,6 +125,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         lws_cancel_service(context)
     }
 
+    /// Several events with one wake-up.
+    func post(_ events: [ShardEvent]) {
+        mailbox.withLock { $0.append(contentsOf: events) }
+        lws_cancel_service(context)
+    }
+
     /// Runs on LWS_CALLBACK_EVENT_WAIT_CANCELLED: the thread handles what others handed it.
     func drainMailbox() {
         let events = mailbox.withLock { m -> [ShardEvent] in
@@ -128,6 +145,15 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         switch e {
         case .tick(let batch): fanOut(batch)
         case .push(let live, let frame, let except): push(live, frame, except: except)
+        case .reply(let serial, let frame, let ride):
+            guard let s = sessions[serial] else { return }
+            if let ride, let own = s.subscription(for: ride.id) { supersedeTick(own) }
+            s.enqueue(frame)
+            perform(s, s.conn.answered())
+        case .found(let serial, let then, let live, let failure):
+            if case .http(let token, let claims) = then { return rideFound(token, claims, live, failure) }
+            guard let s = sessions[serial] else { return }
+            perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
         case .shutdown: beginShutdown()
         }
     }
@@ -186,9 +212,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         let full = Int64(hub.config.keepalive) * 1000
         // Tokens that expired (past the leeway) since they were checked: refused, 4401.
         let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
+        let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
         for s in sessions.values {
-            if s.tokenExp <= expiredBefore, s.closing == nil {
-                refuse(s, ProtocolError(.unauthorized, "token expired; reconnect with a new one"))
+            if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
+            // An upgrade that never authenticates would hold its per-address place forever.
+            if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
+                perform(s, s.conn.authTimedOut(hub))
             }
             let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {
@@ -207,8 +236,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         s.pingSent = false
     }
 
-    func push(_ live: LiveRide, _ frame: [UInt8], except: ObjectIdentifier?) {
-        for sub in live.slots[index].subscribers where ObjectIdentifier(sub.session) != except {
+    func push(_ live: LiveRide, _ frame: [UInt8], except: UInt64?) {
+        for sub in live.slots[index].subscribers where sub.session.serial != except {
             supersedeTick(sub)
             sub.session.enqueue(frame)
         }

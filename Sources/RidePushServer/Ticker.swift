@@ -37,17 +37,23 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         hub.metrics.lateness.observe(Double(now - at))
         hub.metrics.add(hub.metrics.tickRounds)
-        let (batch, pushes) = hub.registry.tick(seq: seq, at: at)
-        // Hand the other threads their share first so they write while this one does its own.
-        for s in hub.shards where s !== shard {
-            for (live, frame) in pushes { s.post(.push(live, frame, except: nil)) }
-            s.post(.tick(batch))
+        // The other threads get their share inside the registry's lock, so a tick encoded
+        // before a transition committed is in their mailboxes before that transition's push.
+        let (batch, pushes, autoEnds) = hub.registry.tick(seq: seq, at: at) { batch, pushes in
+            for s in hub.shards where s !== shard {
+                var events = pushes.map { ShardEvent.push($0.0, $0.1, except: nil) }
+                events.append(.tick(batch))
+                s.post(events)
+            }
         }
+        // Limits that passed end through the store like any transition; their push follows
+        // their commit, and the ride stops ticking meanwhile.
+        hub.registry.jobs.submit(autoEnds)
         for (live, frame) in pushes { shard.push(live, frame, except: nil) }
         shard.fanOut(batch)
         if at - lastPrune > 3_600_000 {
             lastPrune = at
-            hub.registry.pruneReplies()
+            hub.registry.submit(.prune(before: hub.clock.now() - 24 * 3600 * 1000))
         }
         arm(shard)
     }

@@ -1,26 +1,27 @@
 import RideCore
 
-/// The durable journal of rides behind the server. A ride *is* its list of transitions; the
-/// store keeps that list and derives the state with `Ride.replay`, never a counted-up copy.
+/// The durable journal of rides behind the server: the contract every store (SQLite, memory,
+/// PostgreSQL) implements. A ride *is* its list of transitions, numbered 1, 2, 3… per ride
+/// (1 = start); the store keeps that list and never a counted-up copy of anything.
 ///
-/// Not `Sendable` on purpose: one store is owned by one thread (the server's service thread),
-/// which calls it synchronously and serializes every call. Each mutating call is one
-/// transaction: when it returns, the transition (and the reply recorded with it) is durable;
-/// when it throws, nothing of it was written.
+/// Not `Sendable` on purpose: one store is driven by one thread, the store worker
+/// (`StoreWorker`), which calls it synchronously. The server decides transitions in memory
+/// (`RideBook`) and hands the store a group of writes at a time: `commit` is one transaction
+/// for the whole group, so many requests share one fsync (or one network round trip).
 public protocol RideStore: AnyObject {
-    /// Records a new ride: its row and its `start` transition at `startedAt`, plus `reply`
-    /// (if given) in the same transaction. Throws `.conflict` if a ride with this id exists
-    /// or `reply.key` is already recorded.
-    @discardableResult
-    func create(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis,
-                reply: ReplyRecord?) throws(StoreError) -> StoredRide
-
-    /// Appends a transition to a ride's journal, plus `reply` (if given) in the same
-    /// transaction. Throws `.notFound` for an unknown ride, `.conflict` if the transition does
-    /// not apply to the ride's current state (e.g. a second `end`, or a `start`) or `reply.key`
-    /// is already recorded. Returns the ride as replayed after the append.
-    @discardableResult
-    func append(ride id: String, _ transition: RideTransition, reply: ReplyRecord?) throws(StoreError) -> StoredRide
+    /// Writes `batch` in one transaction and returns one result per write, in order.
+    ///
+    /// A write the store refuses (a ride id that exists, an append whose `seq` is not the
+    /// ride's next, a reused reply key, an unknown ride) is refused alone: `.refused(error)`,
+    /// nothing of that write is kept, and the other writes of the batch still commit.
+    ///
+    /// Throws when the transaction as a whole did not commit:
+    /// - `.unavailable`: known not applied (could not begin, disk full before commit, closed).
+    ///   The caller answers every request of the batch `unavailable`; a retry may succeed.
+    /// - `.commitFailed`: the fate of the transaction is unknown (an I/O or fsync error at
+    ///   COMMIT). The caller must stop the process; recovery at restart reads what is durable.
+    ///   (PostgreSQL's stance since 2018: an fsync failure is never retried.)
+    func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult]
 
     /// Every ride that has not ended, ordered by id (crash recovery loads these at start).
     func openRides() throws(StoreError) -> [StoredRide]
@@ -28,15 +29,69 @@ public protocol RideStore: AnyObject {
     /// One ride by id, in any state; nil if unknown.
     func ride(_ id: String) throws(StoreError) -> StoredRide?
 
-    /// The reply bytes recorded for a control request, if still kept (see `prune`).
-    func reply(for key: ReplyKey) throws(StoreError) -> [UInt8]?
+    /// The reply recorded for a control request, if still kept (see `prune`).
+    func reply(for key: ReplyKey) throws(StoreError) -> StoredReply?
 
-    /// Forgets replies recorded before `instant` (the server passes now − 24 h). Rides are
-    /// never pruned: ended rides keep their receipts.
+    /// Forgets replies recorded before `instant` (the server passes now − 24 h), in its own
+    /// transaction. Rides are never pruned: ended rides keep their receipts.
     func prune(repliesBefore instant: UnixMillis) throws(StoreError)
 
-    /// Releases the file (later calls throw `.unavailable`). Safe to call twice.
+    /// Releases the file or connection (later calls throw `.unavailable`). Safe to call twice.
     func close()
+}
+
+/// One write of a group commit.
+public enum StoreWrite: Sendable, Equatable {
+    /// A new ride: its row and its start as journal entry 1, plus `reply` if given.
+    case create(NewRide, reply: ReplyRecord?)
+    /// Journal entry `entry.seq` of a ride, plus `reply` if given. Refused with `.conflict`
+    /// unless `entry.seq` is exactly one past the ride's last entry and the ride has not
+    /// ended (optimistic concurrency: two writers deciding from the same state cannot both
+    /// append), `.notFound` for an unknown ride.
+    case append(JournalEntry, reply: ReplyRecord?)
+
+    public var rideID: String {
+        switch self {
+        case .create(let r, _): return r.id
+        case .append(let e, _): return e.ride
+        }
+    }
+}
+
+/// What `start` fixes about a ride.
+public struct NewRide: Sendable, Equatable {
+    public let id: String
+    public let planID: String
+    /// Token `sub` of the rider; nil when auth is off.
+    public let owner: String?
+    /// Maximum riding seconds, if any.
+    public let limit: Int64?
+    public let startedAt: UnixMillis
+    public init(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis) {
+        self.id = id
+        self.planID = planID
+        self.owner = owner
+        self.limit = limit
+        self.startedAt = startedAt
+    }
+}
+
+/// One numbered journal entry of a ride (seq 1 is the start, recorded by `.create`).
+public struct JournalEntry: Sendable, Equatable {
+    public let ride: String
+    public let seq: Int64
+    public let transition: RideTransition
+    public init(ride: String, seq: Int64, transition: RideTransition) {
+        self.ride = ride
+        self.seq = seq
+        self.transition = transition
+    }
+}
+
+/// The outcome of one write in a committed batch.
+public enum WriteResult: Sendable, Equatable {
+    case written
+    case refused(StoreError)
 }
 
 /// Identifies one control request for exactly-once handling: the rider (token `sub`, or ""
@@ -52,20 +107,35 @@ public struct ReplyKey: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The exact reply sent for a request, recorded with the transition it answered so a retry
-/// gets the same bytes back. `at` is when it was recorded (what `prune` compares against).
+/// gets the same bytes back. `request` says what was asked (type and ride, e.g. "pause r-42")
+/// so a reused id asking something else is told `conflict` instead of the old reply. `at` is
+/// when it was recorded (what `prune` compares against).
 public struct ReplyRecord: Sendable, Equatable {
     public let key: ReplyKey
+    public let request: String
     public let bytes: [UInt8]
     public let at: UnixMillis
-    public init(key: ReplyKey, bytes: [UInt8], at: UnixMillis) {
+    public init(key: ReplyKey, request: String, bytes: [UInt8], at: UnixMillis) {
         self.key = key
+        self.request = request
         self.bytes = bytes
         self.at = at
     }
 }
 
+/// A recorded reply as read back. `request` is nil for replies recorded before it was kept
+/// (schema version 2), which match any request with their key.
+public struct StoredReply: Sendable, Equatable {
+    public let request: String?
+    public let bytes: [UInt8]
+    public init(request: String?, bytes: [UInt8]) {
+        self.request = request
+        self.bytes = bytes
+    }
+}
+
 /// A ride as stored: its journal and the state replayed from it. Loading validates the
-/// replay, so `ride` is always consistent with `journal`.
+/// replay, so `ride` is always consistent with `journal`; `seq` is the last entry's number.
 public struct StoredRide: Sendable, Equatable {
     public let journal: [RideTransition]
     public let ride: Ride
@@ -74,44 +144,31 @@ public struct StoredRide: Sendable, Equatable {
     public var planID: String { ride.planID }
     public var owner: String? { ride.owner }
     public var limit: Int64? { ride.limit }
+    public var seq: Int64 { Int64(journal.count) }
 
     /// Replays `journal`; nil when it is not a valid ride (no leading start, or a transition
     /// that does not apply), which a store reports as corruption.
-    init?(id: String, planID: String, owner: String?, limit: Int64?, journal: [RideTransition]) {
+    public init?(id: String, planID: String, owner: String?, limit: Int64?, journal: [RideTransition]) {
         guard case .success(let ride)? = Ride.replay(id: id, planID: planID, owner: owner, limit: limit, journal: journal)
         else { return nil }
         self.journal = journal
         self.ride = ride
     }
-
-    private init(journal: [RideTransition], ride: Ride) {
-        self.journal = journal
-        self.ride = ride
-    }
-
-    /// The ride after `transition`, or why the store must refuse it. Both stores use this so
-    /// they accept and refuse exactly the same appends.
-    func appending(_ transition: RideTransition) -> Result<StoredRide, StoreError> {
-        if case .start = transition {
-            return .failure(StoreError(.conflict, "ride \(id) has already started; a start cannot be appended"))
-        }
-        switch ride.applying(transition) {
-        case .success(let next): return .success(StoredRide(journal: journal + [transition], ride: next))
-        case .failure(let e): return .failure(StoreError(.conflict, "ride \(id): \(e)"))
-        }
-    }
 }
 
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
-        /// Cannot read or write now (unwritable path, disk full, I/O error, locked, closed).
-        /// The server answers the one request with `error` code `unavailable`.
+        /// Cannot read or write now (unwritable path, disk full, I/O error, locked, closed);
+        /// nothing of the call was applied. The server answers `unavailable`.
         case unavailable
+        /// A COMMIT failed after it may have reached the disk: whether it applied is unknown,
+        /// so the server stops and recovers from the file at restart.
+        case commitFailed = "commit_failed"
         /// The file is not a RidePush store or its content is damaged.
         case corrupt
         /// The file was written by a newer RidePush; this one refuses to touch it.
         case newerSchema = "newer_schema"
-        /// The id (ride or reply key) already exists, or the transition does not apply.
+        /// The id (ride or reply key) already exists, or the entry is not the ride's next.
         case conflict
         /// No ride with that id.
         case notFound = "not_found"

@@ -39,6 +39,9 @@ final class SQLiteConnection {
     let path: String
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    /// Whether the latest failure was an I/O error (an fsync that failed, a bad sector), which
+    /// at COMMIT leaves the transaction's fate unknown.
+    private(set) var lastFailureWasIO = false
 
     /// Opens (creating if missing) the file read-write. Fails on a directory, an unwritable
     /// location or a file SQLite can only open read-only.
@@ -130,6 +133,7 @@ final class SQLiteConnection {
     /// The `StoreError` for a failed call: the kind the server acts on, and a message naming
     /// the file, what failed and SQLite's own words.
     func error(_ rc: Int32, _ message: String, doing sql: String) -> StoreError {
+        lastFailureWasIO = rc & 0xff == SQLITE_IOERR
         let kind: StoreError.Kind
         switch rc & 0xff {
         case SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_FORMAT: kind = .corrupt

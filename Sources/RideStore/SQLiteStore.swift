@@ -1,8 +1,7 @@
 import RideCore
 
-/// The embedded default store: one SQLite file in WAL mode. Every mutating call is one
-/// `BEGIN IMMEDIATE … COMMIT` that is on disk (fsynced) when the call returns; any failure
-/// rolls the whole call back and throws.
+/// The embedded default store: one SQLite file in WAL mode. Every `commit` is one
+/// `BEGIN IMMEDIATE … COMMIT` (one fsync for the whole batch) that is on disk when it returns.
 public final class SQLiteStore: RideStore {
     public let path: String
     /// Internal so tests can poke at the file (e.g. cap its size to provoke SQLITE_FULL).
@@ -28,39 +27,92 @@ public final class SQLiteStore: RideStore {
 
     // MARK: writes
 
-    @discardableResult
-    public func create(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis,
-                       reply: ReplyRecord?) throws(StoreError) -> StoredRide {
-        try transaction { () throws(StoreError) -> StoredRide in
-            // Checked rather than inferred from a constraint failure, for a clear message.
+    public func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
+        try db.run("BEGIN IMMEDIATE")
+        var results: [WriteResult] = []
+        results.reserveCapacity(batch.count)
+        do {
+            for write in batch {
+                // Checked before writing anything of it, so a refused write needs no savepoint.
+                if let e = try refusal(write) {
+                    results.append(.refused(e))
+                    continue
+                }
+                try apply(write)
+                results.append(.written)
+            }
+        } catch {
+            if db.inTransaction { try? db.run("ROLLBACK") }
+            throw StoreError(.unavailable, error.message)
+        }
+        do {
+            try db.run("COMMIT")
+        } catch {
+            // An I/O error at COMMIT (a failed write or fsync of the log): the log may or may
+            // not hold it. Only a restart, reading the file, can tell; retrying an fsync that
+            // failed would lie (the kernel may have dropped the dirty pages already).
+            if db.lastFailureWasIO { throw StoreError(.commitFailed, error.message) }
+            // Anything else (SQLITE_FULL: no room for the log's frames, BUSY) leaves no commit
+            // record in the log, so nothing was applied, and we know it.
+            if db.inTransaction { try? db.run("ROLLBACK") }
+            throw StoreError(.unavailable, error.message)
+        }
+        return results
+    }
+
+    private func refusal(_ write: StoreWrite) throws(StoreError) -> StoreError? {
+        switch write {
+        case .create(let new, let reply):
             var exists = false
-            try db.query("SELECT 1 FROM rides WHERE id = ?", [.text(id)]) { (_: SQLRow) throws(StoreError) in exists = true }
-            if exists { throw StoreError(.conflict, "ride \(id) already exists") }
-            try db.run("""
-                INSERT INTO rides (id, plan_id, owner, time_limit, started_at, ended_at)
-                VALUES (?, ?, ?, ?, ?, NULL)
-                """, [.text(id), .text(planID), .text(owner), .int(limit), .int(startedAt)])
-            let start = RideTransition.start(at: startedAt)
-            try insert(start, ride: id, seq: 1)
-            try record(reply)
-            return StoredRide(id: id, planID: planID, owner: owner, limit: limit, journal: [start])!
+            try db.query("SELECT 1 FROM rides WHERE id = ?", [.text(new.id)]) { (_: SQLRow) throws(StoreError) in exists = true }
+            if exists { return StoreError(.conflict, "ride \(new.id) already exists") }
+            return try taken(reply)
+        case .append(let entry, let reply):
+            var row: (seq: Int64, state: String)?
+            try db.query("SELECT last_seq, state FROM rides WHERE id = ?", [.text(entry.ride)]) { (r: SQLRow) throws(StoreError) in
+                row = (r.int(0), r.text(1))
+            }
+            guard let row else { return StoreError(.notFound, "no ride \(entry.ride)") }
+            guard let state = RideState(rawValue: row.state) else {
+                return StoreError(.corrupt, "ride store \(path): ride \(entry.ride) has an unknown state '\(row.state)'")
+            }
+            if let e = StoreRules.appendRefusal(entry, lastSeq: row.seq, state: state) { return e }
+            return try taken(reply)
         }
     }
 
-    @discardableResult
-    public func append(ride id: String, _ transition: RideTransition, reply: ReplyRecord?) throws(StoreError) -> StoredRide {
-        try transaction { () throws(StoreError) -> StoredRide in
-            // Validate against the journal on disk, not the caller's copy: the store is the
-            // last line that keeps a ride from being ended twice.
-            guard let current = try load(id) else { throw StoreError(.notFound, "no ride \(id)") }
-            let next = try current.appending(transition).get()
-            try insert(transition, ride: id, seq: Int64(next.journal.count))
-            if case .end(let at, _, _) = transition {
-                try db.run("UPDATE rides SET ended_at = ? WHERE id = ?", [.int(at), .text(id)])
+    private func apply(_ write: StoreWrite) throws(StoreError) {
+        switch write {
+        case .create(let new, let reply):
+            try db.run("""
+                INSERT INTO rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
+                VALUES (?, ?, ?, ?, ?, NULL, 1, 'riding')
+                """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)])
+            try insert(.start(at: new.startedAt), ride: new.id, seq: 1)
+            try record(reply)
+        case .append(let entry, let reply):
+            try insert(entry.transition, ride: entry.ride, seq: entry.seq)
+            let state = StoreRules.state(after: entry.transition).rawValue
+            if case .end(let at, _, _) = entry.transition {
+                try db.run("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ?",
+                           [.int(entry.seq), .text(state), .int(at), .text(entry.ride)])
+            } else {
+                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ?",
+                           [.int(entry.seq), .text(state), .text(entry.ride)])
             }
             try record(reply)
-            return next
         }
+    }
+
+    private func taken(_ reply: ReplyRecord?) throws(StoreError) -> StoreError? {
+        guard let reply else { return nil }
+        var exists = false
+        try db.query("SELECT 1 FROM replies WHERE scope = ? AND id = ?", [.text(reply.key.scope), .text(reply.key.id)]) {
+            (_: SQLRow) throws(StoreError) in exists = true
+        }
+        // The server should have answered from `reply(for:)` instead of applying again;
+        // refusing here keeps "applied once" true.
+        return exists ? StoreError(.conflict, "a reply is already recorded for \(reply.key)") : nil
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
@@ -86,10 +138,10 @@ public final class SQLiteStore: RideStore {
         try load(id)
     }
 
-    public func reply(for key: ReplyKey) throws(StoreError) -> [UInt8]? {
-        var out: [UInt8]?
-        try db.query("SELECT bytes FROM replies WHERE scope = ? AND id = ?", [.text(key.scope), .text(key.id)]) {
-            (r: SQLRow) throws(StoreError) in out = r.blob(0)
+    public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
+        var out: StoredReply?
+        try db.query("SELECT bytes, request FROM replies WHERE scope = ? AND id = ?", [.text(key.scope), .text(key.id)]) {
+            (r: SQLRow) throws(StoreError) in out = StoredReply(request: r.optionalText(1), bytes: r.blob(0))
         }
         return out
     }
@@ -156,14 +208,8 @@ public final class SQLiteStore: RideStore {
 
     private func record(_ reply: ReplyRecord?) throws(StoreError) {
         guard let reply else { return }
-        do {
-            try db.run("INSERT INTO replies (scope, id, bytes, at) VALUES (?, ?, ?, ?)",
-                       [.text(reply.key.scope), .text(reply.key.id), .blob(reply.bytes), .int(reply.at)])
-        } catch where error.kind == .conflict {
-            // The server should have answered from `reply(for:)` instead of applying again;
-            // refusing here (and rolling back the transition) keeps "applied once" true.
-            throw StoreError(.conflict, "a reply is already recorded for \(reply.key)")
-        }
+        try db.run("INSERT INTO replies (scope, id, bytes, at, request) VALUES (?, ?, ?, ?, ?)",
+                   [.text(reply.key.scope), .text(reply.key.id), .blob(reply.bytes), .int(reply.at), .text(reply.request)])
     }
 
     /// One call = one write transaction. IMMEDIATE takes the write lock up front, so a

@@ -6,7 +6,7 @@
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 2
+    static let current: Int64 = 3
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -47,6 +47,22 @@ enum Schema {
                 PRIMARY KEY (scope, id)
             ) WITHOUT ROWID;
             CREATE INDEX replies_at ON replies (at);
+            """),
+        (3, """
+            -- Each ride's last entry and its state, so an append is checked against one row
+            -- (O(1)) instead of by replaying the journal; last_seq also makes appends
+            -- optimistic: an entry is written only as exactly the next one.
+            ALTER TABLE rides ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 1;
+            ALTER TABLE rides ADD COLUMN state TEXT NOT NULL DEFAULT 'riding'
+                CHECK (state IN ('riding', 'paused', 'ended'));
+            UPDATE rides SET
+                last_seq = (SELECT MAX(t.seq) FROM transitions t WHERE t.ride_id = rides.id),
+                state = (SELECT CASE t.kind WHEN 'pause' THEN 'paused' WHEN 'end' THEN 'ended' ELSE 'riding' END
+                         FROM transitions t WHERE t.ride_id = rides.id ORDER BY t.seq DESC LIMIT 1)
+                WHERE EXISTS (SELECT 1 FROM transitions t WHERE t.ride_id = rides.id);
+            -- What was asked ("pause r-42"), so a reused request id asking something else is
+            -- refused instead of answered with another request's reply. NULL: recorded before.
+            ALTER TABLE replies ADD COLUMN request TEXT;
             """),
     ]
 }

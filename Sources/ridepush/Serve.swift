@@ -120,7 +120,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         } else {
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
         }
-        let hub = try Hub(config: c, store: store)
+        let hub = try Hub(config: c, store: store, faults: .fromEnvironment())
         let scheme = c.tlsCert == nil ? "http" : "https"
         let shown = c.host == "0.0.0.0" ? "127.0.0.1" : c.host
         print("ridepush: serving \(scheme)://\(shown):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws, \(c.threads) threads, store \(c.store))")

@@ -10,8 +10,8 @@ final class TickHubTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_250  // a quarter second past a whole second
     let pre = Int(clws_pre())
 
-    func registry(_ clock: ManualClock, plans: [FarePlan] = [.standard]) throws -> RideRegistry {
-        try RideRegistry(store: MemoryStore(), plans: plans, shards: 2, clock: clock, metrics: Metrics())
+    func registry(_ clock: ManualClock, plans: [FarePlan] = [.standard]) throws -> Harness {
+        Harness(clock, plans: plans)
     }
 
     func json(_ frame: [UInt8]) -> String { String(decoding: frame[pre...], as: UTF8.self) }
@@ -48,8 +48,8 @@ final class TickHubTests: XCTestCase {
     func testOneEncodedTickPerRidePerSecondWithExactFigures() throws {
         let clock = ManualClock(t0)
         let reg = try registry(clock)
-        _ = reg.start(id: nil, rideID: "r-a", planID: nil, limit: nil, owner: nil, scope: "")
-        _ = reg.start(id: nil, rideID: "r-b", planID: nil, limit: nil, owner: nil, scope: "")
+        _ = reg.request(.start(ride: "r-a", plan: nil, limit: nil, owner: nil), id: nil)
+        _ = reg.request(.start(ride: "r-b", plan: nil, limit: nil, owner: nil), id: nil)
         var sched = TickSchedule(now: clock.now())
         clock.advance(millis: 750)
         var elapsed: [Int64] = []
@@ -81,10 +81,10 @@ final class TickHubTests: XCTestCase {
     func testPausedRideTicksFrozenAndEndedRideStopsTicking() throws {
         let clock = ManualClock(1_764_430_000_000)
         let reg = try registry(clock)
-        _ = reg.start(id: nil, rideID: "r-p", planID: nil, limit: nil, owner: nil, scope: "")
+        _ = reg.request(.start(ride: "r-p", plan: nil, limit: nil, owner: nil), id: nil)
         clock.advance(seconds: 90)
-        let paused = reg.control(.pause, rideID: "r-p", metres: nil, id: "p", scope: "") { _ in nil }
-        XCTAssertNotNil(paused.push)
+        let paused = reg.request(.command(.pause, ride: "r-p", metres: nil), id: "p")
+        XCTAssertEqual(paused.pushes.count, 1)
         clock.advance(seconds: 30)
         let (batch, _) = reg.tick(seq: 1, at: clock.now())
         let doc = try JSON.parse(Array(batch.rides[0].frame[pre...]))
@@ -92,15 +92,15 @@ final class TickHubTests: XCTestCase {
         XCTAssertEqual(doc["elapsed"]?.int, 90)
         XCTAssertEqual(doc["paused"]?.int, 30)
         XCTAssertEqual(doc["fare"]?.int, 680)
-        _ = reg.control(.end, rideID: "r-p", metres: nil, id: nil, scope: "") { _ in nil }
+        _ = reg.request(.command(.end, ride: "r-p", metres: nil), id: nil)
         XCTAssertTrue(reg.tick(seq: 2, at: clock.now() + 1000).0.rides.isEmpty)
-        XCTAssertEqual(reg.counts.ended, 1)
+        XCTAssertEqual(reg.registry.counts.ended, 1)
     }
 
     func testTimeLimitWarnsAtFiveAndOneMinuteAndEndsAtTheLimit() throws {
         let clock = ManualClock(1_764_430_000_000)
         let reg = try registry(clock)
-        _ = reg.start(id: nil, rideID: "r-l", planID: nil, limit: 600, owner: nil, scope: "")
+        _ = reg.request(.start(ride: "r-l", plan: nil, limit: 600, owner: nil), id: nil)
         var warnings: [(Int64, Int64)] = []  // (second, remaining)
         var endedAt: UnixMillis?
         for second in 1...601 {
@@ -133,7 +133,7 @@ final class TickHubTests: XCTestCase {
         for (limit, expected) in [(Int64(45), [(Int64(1), Int64(44))]), (200, [(1, 199), (140, 60)])] {
             let clock = ManualClock(1_764_430_000_000)
             let reg = try registry(clock)
-            _ = reg.start(id: nil, rideID: "r-w", planID: nil, limit: limit, owner: nil, scope: "")
+            _ = reg.request(.start(ride: "r-w", plan: nil, limit: limit, owner: nil), id: nil)
             var warnings: [(Int64, Int64)] = []
             var ended = false
             for second in 1...(limit + 1) {
@@ -155,9 +155,9 @@ final class TickHubTests: XCTestCase {
         var plan = FarePlan.standard
         plan.maxPauseSeconds = 120
         let reg = try registry(clock, plans: [plan])
-        _ = reg.start(id: nil, rideID: "r-mp", planID: nil, limit: nil, owner: nil, scope: "")
+        _ = reg.request(.start(ride: "r-mp", plan: nil, limit: nil, owner: nil), id: nil)
         clock.advance(seconds: 61)
-        _ = reg.control(.pause, rideID: "r-mp", metres: nil, id: nil, scope: "") { _ in nil }
+        _ = reg.request(.command(.pause, ride: "r-mp", metres: nil), id: nil)
         clock.advance(seconds: 119)
         XCTAssertTrue(reg.tick(seq: 1, at: clock.now()).1.isEmpty)
         clock.advance(seconds: 2)
@@ -172,16 +172,16 @@ final class TickHubTests: XCTestCase {
     func testRetriedControlIsAnsweredWithTheSameReplyAndAppliedOnce() throws {
         let clock = ManualClock(1_764_430_000_000)
         let reg = try registry(clock)
-        let first = reg.start(id: "q1", rideID: nil, planID: nil, limit: nil, owner: nil, scope: "")
+        let first = reg.request(.start(ride: nil, plan: nil, limit: nil, owner: nil), id: "q1")
         clock.advance(seconds: 5)
-        let again = reg.start(id: "q1", rideID: nil, planID: nil, limit: nil, owner: nil, scope: "")
+        let again = reg.request(.start(ride: nil, plan: nil, limit: nil, owner: nil), id: "q1")
         XCTAssertEqual(first.reply, again.reply)
-        XCTAssertEqual(reg.counts.riding, 1)
-        let rid = try JSON.parse(Array(first.reply[pre...]))["ride"]!.string!
-        let end1 = reg.control(.end, rideID: rid, metres: nil, id: "e1", scope: "") { _ in nil }
+        XCTAssertEqual(reg.registry.counts.riding, 1)
+        let rid = try JSON.parse(Array(first.reply![pre...]))["ride"]!.string!
+        let end1 = reg.request(.command(.end, ride: rid, metres: nil), id: "e1")
         clock.advance(seconds: 5)
-        let end2 = reg.control(.end, rideID: rid, metres: nil, id: "e1", scope: "") { _ in nil }
+        let end2 = reg.request(.command(.end, ride: rid, metres: nil), id: "e1")
         XCTAssertEqual(end1.reply, end2.reply)
-        XCTAssertNil(end2.push, "a replayed reply changes nothing and pushes nothing")
+        XCTAssertTrue(end2.pushes.isEmpty, "a replayed reply changes nothing and pushes nothing")
     }
 }

@@ -172,16 +172,16 @@ final class RideStoreSemanticsTests: XCTestCase {
             let startReply = bytes(#"{"type":"state","ride":"r","state":"riding","id":"req-1"}"#)
             let endReply = bytes(#"{"type":"state","ride":"r","state":"ended","id":"req-2"}"#) + [0, 255]
             try store.create(id: "r", planID: "p", owner: "rider-1", limit: nil, startedAt: t0,
-                             reply: ReplyRecord(key: startKey, bytes: startReply, at: t0))
+                             reply: ReplyRecord(key: startKey, request: "test", bytes: startReply, at: t0))
             try store.append(ride: "r", .end(at: t0 + 5_000, reason: .rider, metres: 0),
-                             reply: ReplyRecord(key: endKey, bytes: endReply, at: t0 + 5_000))
+                             reply: ReplyRecord(key: endKey, request: "test", bytes: endReply, at: t0 + 5_000))
             try store.create(id: "anon", planID: "p", owner: nil, limit: nil, startedAt: t0,
-                             reply: ReplyRecord(key: ReplyKey(scope: "", id: "req-1"), bytes: [], at: t0))
+                             reply: ReplyRecord(key: ReplyKey(scope: "", id: "req-1"), request: "test", bytes: [], at: t0))
 
             store = try reopen(store)
-            XCTAssertEqual(try store.reply(for: startKey), startReply)
-            XCTAssertEqual(try store.reply(for: endKey), endReply)
-            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "", id: "req-1")), [])
+            XCTAssertEqual(try store.reply(for: startKey)?.bytes, startReply)
+            XCTAssertEqual(try store.reply(for: endKey)?.bytes, endReply)
+            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "", id: "req-1"))?.bytes, [])
             XCTAssertNil(try store.reply(for: ReplyKey(scope: "rider-2", id: "req-1")))
             XCTAssertNil(try store.reply(for: ReplyKey(scope: "rider-1", id: "req-3")))
 
@@ -189,14 +189,14 @@ final class RideStoreSemanticsTests: XCTestCase {
             // transition that came with it is not written either.
             try store.create(id: "s", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
             let e = storeError { () throws(StoreError) in
-                try store.append(ride: "s", .pause(at: t0 + 1), reply: ReplyRecord(key: startKey, bytes: [1], at: t0 + 1))
+                try store.append(ride: "s", .pause(at: t0 + 1), reply: ReplyRecord(key: startKey, request: "test", bytes: [1], at: t0 + 1))
             }
             XCTAssertEqual(e?.kind, .conflict)
             XCTAssertEqual(try store.ride("s")?.journal, [.start(at: t0)])
-            XCTAssertEqual(try store.reply(for: startKey), startReply)
+            XCTAssertEqual(try store.reply(for: startKey)?.bytes, startReply)
             let e2 = storeError { () throws(StoreError) in
                 try store.create(id: "t", planID: "p", owner: nil, limit: nil, startedAt: t0,
-                                 reply: ReplyRecord(key: endKey, bytes: [1], at: t0))
+                                 reply: ReplyRecord(key: endKey, request: "test", bytes: [1], at: t0))
             }
             XCTAssertEqual(e2?.kind, .conflict)
             XCTAssertNil(try store.ride("t"))
@@ -209,15 +209,59 @@ final class RideStoreSemanticsTests: XCTestCase {
             var store = try open()
             for (n, at) in [(1, t0), (2, t0 + 1), (3, t0 + 2)] {
                 try store.create(id: "r\(n)", planID: "p", owner: nil, limit: nil, startedAt: at,
-                                 reply: ReplyRecord(key: ReplyKey(scope: "u", id: "\(n)"), bytes: [UInt8(n)], at: at))
+                                 reply: ReplyRecord(key: ReplyKey(scope: "u", id: "\(n)"), request: "test", bytes: [UInt8(n)], at: at))
             }
             try store.prune(repliesBefore: t0 + 1)
             store = try reopen(store)
             XCTAssertNil(try store.reply(for: ReplyKey(scope: "u", id: "1")))
-            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "2")), [2])
-            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "3")), [3])
+            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "2"))?.bytes, [2])
+            XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "3"))?.bytes, [3])
             // Rides are never pruned.
             XCTAssertEqual(try store.openRides().map(\.id), ["r1", "r2", "r3"])
+            store.close()
+        }
+    }
+
+    func testABatchCommitsTogetherAndRefusesWritesOneByOne() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            let key = ReplyKey(scope: "u", id: "q1")
+            func entry(_ ride: String, _ seq: Int64, _ t: RideTransition) -> StoreWrite { .append(JournalEntry(ride: ride, seq: seq, transition: t), reply: nil) }
+            let results = try store.commit([
+                .create(NewRide(id: "a", planID: "p", owner: "u", limit: 60, startedAt: t0),
+                        reply: ReplyRecord(key: key, request: "start a", bytes: [1, 2], at: t0)),
+                entry("a", 2, .pause(at: t0 + 1_000)),
+                entry("a", 2, .resume(at: t0 + 2_000)),  // a second writer deciding from the same state
+                entry("a", 3, .resume(at: t0 + 3_000)),
+                .create(NewRide(id: "a", planID: "q", owner: nil, limit: nil, startedAt: t0), reply: nil),
+                entry("ghost", 2, .pause(at: t0)),
+                entry("a", 5, .end(at: t0 + 4_000, reason: .rider, metres: 0)),  // a gap
+                .create(NewRide(id: "b", planID: "p", owner: nil, limit: nil, startedAt: t0 + 9),
+                        reply: ReplyRecord(key: key, request: "start b", bytes: [3], at: t0 + 9)),
+                entry("a", 4, .pause(at: t0 + 5_000)),
+                entry("a", 4, .end(at: t0 + 6_000, reason: .rider, metres: 7)),
+            ])
+            XCTAssertEqual(results, [
+                .written, .written,
+                .refused(StoreError(.conflict, "ride a: entry 2 is not the next one (the last is 2)")),
+                .written,
+                .refused(StoreError(.conflict, "ride a already exists")),
+                .refused(StoreError(.notFound, "no ride ghost")),
+                .refused(StoreError(.conflict, "ride a: entry 5 is not the next one (the last is 3)")),
+                .refused(StoreError(.conflict, "a reply is already recorded for request q1 of u")),
+                .written,
+                .refused(StoreError(.conflict, "ride a: entry 4 is not the next one (the last is 4)")),
+            ])
+            store = try reopen(store)
+            let a = try XCTUnwrap(try store.ride("a"))
+            XCTAssertEqual(a.journal, [.start(at: t0), .pause(at: t0 + 1_000), .resume(at: t0 + 3_000), .pause(at: t0 + 5_000)])
+            XCTAssertEqual(a.seq, 4)
+            XCTAssertNil(try store.ride("b"))
+            XCTAssertEqual(try store.reply(for: key), StoredReply(request: "start a", bytes: [1, 2]))
+            XCTAssertEqual(try store.commit([]), [])
+            XCTAssertEqual(try store.commit([entry("a", 5, .end(at: t0 + 9_000, reason: .rider, metres: 0)), entry("a", 6, .resume(at: t0 + 9_001))]),
+                           [.written, .refused(StoreError(.conflict, "ride a: ride has ended; cannot resume"))])
+            XCTAssertEqual(try store.openRides().map(\.id), [])
             store.close()
         }
     }

@@ -27,13 +27,13 @@ final class SQLiteFileTests: XCTestCase {
 
     func testNewFileIsCurrentVersionInWALMode() throws {
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2])
+        XCTAssertEqual(try versions(path), [1, 2, 3])
         let raw = try SQLiteConnection(path: path)
         XCTAssertEqual(try raw.scalarText("PRAGMA journal_mode"), "wal")
         raw.close()
         // Opening again applies nothing twice.
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2])
+        XCTAssertEqual(try versions(path), [1, 2, 3])
     }
 
     func testMigratesAVersion1FileKeepingItsRides() throws {
@@ -61,7 +61,7 @@ final class SQLiteFileTests: XCTestCase {
         XCTAssertEqual(try versions(path), [1])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2])
+        XCTAssertEqual(try versions(path), [1, 2, 3])
         let open = try store.openRides()
         XCTAssertEqual(open.map(\.id), ["open-1"])
         XCTAssertEqual(open[0].journal, [.start(at: t0), .pause(at: t0 + 60_000)])
@@ -74,23 +74,28 @@ final class SQLiteFileTests: XCTestCase {
         XCTAssertEqual(done.ride.elapsedSeconds(at: t0 + 999_000), 125)
         // Version 2's table works on the upgraded file.
         let key = ReplyKey(scope: "rider-9", id: "q1")
-        try store.append(ride: "open-1", .resume(at: t0 + 70_000), reply: ReplyRecord(key: key, bytes: [7], at: t0 + 70_000))
-        XCTAssertEqual(try store.reply(for: key), [7])
+        try store.append(ride: "open-1", .resume(at: t0 + 70_000), reply: ReplyRecord(key: key, request: "test", bytes: [7], at: t0 + 70_000))
+        XCTAssertEqual(try store.reply(for: key)?.bytes, [7])
+        // Version 3 numbered each ride's last entry and state from its journal.
+        let ended = try store.commit([.append(JournalEntry(ride: "done-1", seq: 3, transition: .pause(at: t0 + 200_000)), reply: nil)])
+        XCTAssertEqual(ended, [.refused(StoreError(.conflict, "ride done-1: ride has ended; cannot pause"))])
+        let next = try store.commit([.append(JournalEntry(ride: "open-1", seq: 4, transition: .end(at: t0 + 80_000, reason: .rider, metres: 0)), reply: nil)])
+        XCTAssertEqual(next, [.written])
         store.close()
     }
 
     func testNewerSchemaIsRefusedUntouched() throws {
         try SQLiteStore(path: path).close()
         let raw = try SQLiteConnection(path: path)
-        try raw.exec("INSERT INTO schema_version VALUES (3, 1800000000)")
+        try raw.exec("INSERT INTO schema_version VALUES (4, 1800000000)")
         raw.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
 
         let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
         XCTAssertEqual(e?.kind, .newerSchema)
-        XCTAssertEqual(e?.message, "ride store \(path): schema version 3 is newer than this RidePush supports (version 2); upgrade RidePush or use another file")
+        XCTAssertEqual(e?.message, "ride store \(path): schema version 4 is newer than this RidePush supports (version 3); upgrade RidePush or use another file")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
-        XCTAssertEqual(try versions(path), [1, 2, 3])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4])
     }
 
     func testNonDatabaseFileIsRefused() throws {
@@ -168,7 +173,7 @@ final class SQLiteFileTests: XCTestCase {
         let pages = try XCTUnwrap(Int64(try store.db.scalarText("PRAGMA page_count") ?? ""))
         _ = try store.db.scalarText("PRAGMA max_page_count = \(pages)")
         let key = ReplyKey(scope: "", id: "big")
-        let big = ReplyRecord(key: key, bytes: [UInt8](repeating: 0x61, count: 64 * 1024), at: t0 + 1)
+        let big = ReplyRecord(key: key, request: "test", bytes: [UInt8](repeating: 0x61, count: 64 * 1024), at: t0 + 1)
 
         let e = storeError { () throws(StoreError) in try store.append(ride: "r", .pause(at: t0 + 1), reply: big) }
         XCTAssertEqual(e?.kind, .unavailable)
@@ -182,7 +187,7 @@ final class SQLiteFileTests: XCTestCase {
         store.close()
         let reopened = try SQLiteStore(path: path)
         XCTAssertEqual(try reopened.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1)])
-        XCTAssertEqual(try reopened.reply(for: key), big.bytes)
+        XCTAssertEqual(try reopened.reply(for: key)?.bytes, big.bytes)
         reopened.close()
     }
 }

@@ -33,6 +33,8 @@ extension Shard {
             return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
         case LWS_CALLBACK_WSI_DESTROY:
             httpBodies[wsi] = nil
+            awaitingRide[wsi] = nil
+            deferredResponses[wsi] = nil
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
             return 0
@@ -75,19 +77,20 @@ extension Shard {
 
     func established(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
-        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi))
+        nextSerial += 1
+        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial)
         user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
-        sessions[ObjectIdentifier(s)] = s
+        sessions[s.serial] = s
         hub.metrics.add(hub.metrics.connections)
         connectionCount.wrappingAdd(1, ordering: .relaxed)
         if stopping { s.close(code: 1001, reason: "server shutting down") }
-        if let token = pending?.token { authenticate(s, token: token, id: nil, replyOnSuccess: false) }
+        if let token = pending?.token { perform(s, s.conn.upgradeToken(token, hub)) }
     }
 
     func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
         for sub in s.subscriptions { detach(sub) }
         s.subscriptions.removeAll()
-        sessions[ObjectIdentifier(s)] = nil
+        sessions[s.serial] = nil
         hub.release(s.peer)
         hub.metrics.add(hub.metrics.connections, -1)
         connectionCount.wrappingAdd(-1, ordering: .relaxed)
@@ -100,6 +103,7 @@ extension Shard {
         if let i = slot.subscribers.firstIndex(where: { $0 === sub }) {
             slot.subscribers.swapAt(i, slot.subscribers.count - 1)
             slot.subscribers.removeLast()
+            sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
             hub.metrics.add(hub.metrics.subscribers, -1)
         }
         supersedeTick(sub)
@@ -110,7 +114,7 @@ extension Shard {
     func receive(_ s: Session, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) {
         // Once we decided to close (4401, 1008, 4008, 1001), nothing more is read into work.
         guard s.closing == nil else { return }
-        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies {
+        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies || s.conn.inFlight >= Connection.maxInFlight * 4 {
             // It keeps sending but does not read its replies: a slow consumer, not a queue to grow.
             hub.metrics.add(hub.metrics.slowConsumerDisconnects)
             return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
@@ -133,10 +137,6 @@ extension Shard {
         } else {
             handleMessage(s, s.rx)
         }
-    }
-
-    func reply(_ s: Session, _ e: ProtocolError) {
-        s.enqueue(ServerMessages.error(e, prefix: pre))
     }
 
     /// Replies a client may leave unread before it is closed as a slow consumer.

@@ -1,0 +1,50 @@
+import CLibWebSockets
+import RideAuth
+import RideCore
+
+/// The thin lws side of a connection: feeds `Connection` (the protocol logic) what arrives
+/// and performs what it asks, on this service thread.
+extension Shard {
+    func requester(_ s: Session) -> Requester { Requester(shard: index, session: s.serial) }
+
+    func handleMessage(_ s: Session, _ bytes: [UInt8]) {
+        perform(s, s.conn.received(bytes, hub, from: requester(s)))
+    }
+
+    /// An error found before decoding (too large, binary): answered in turn.
+    func reply(_ s: Session, _ e: ProtocolError) {
+        perform(s, s.conn.failed(e, from: requester(s)))
+    }
+
+    func perform(_ s: Session, _ actions: [ConnectionAction]) {
+        for a in actions {
+            switch a {
+            case .send(let frame): s.enqueue(frame)
+            case .submit(let job): hub.registry.submit(job)
+            case .subscribe(let live):
+                let sub = Subscription(live: live, session: s)
+                s.subscriptions.append(sub)
+                live.slots[index].subscribers.append(sub)
+                live.subscriberCount.wrappingAdd(1, ordering: .relaxed)
+                hub.metrics.add(hub.metrics.subscribers)
+            case .unsubscribe(let ride):
+                guard let sub = s.subscription(for: ride) else { continue }
+                detach(sub)
+                s.subscriptions.removeAll { $0 === sub }
+            case .close(let code, let reason): closeHard(s, code: code, reason: reason)
+            case .pauseReading: lws_rx_flow_control(s.wsi, 0)
+            case .resumeReading: lws_rx_flow_control(s.wsi, 1)
+            }
+        }
+    }
+}
+
+extension Hub: ConnectionContext {
+    func now() -> UnixMillis { clock.now() }
+    func monotonic() -> Int64 { monotonicMillis() }
+    func ride(_ id: String) -> LiveRide? { registry.find(id) }
+    func snapshot(_ live: LiveRide) -> Ride { registry.snapshot(live) }
+    func plan(_ id: String?) -> FarePlan? { registry.plan(id) }
+    func count(_ type: String, _ result: String) { metrics.control(type, result) }
+    func rateLimited() { metrics.add(metrics.rateLimited) }
+}

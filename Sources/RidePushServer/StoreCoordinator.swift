@@ -1,0 +1,264 @@
+import CLibWebSockets
+import RideAuth
+import RideCore
+import RideStore
+
+/// The server's side of the store worker, on that thread only: decides each group of jobs
+/// with the ride book, turns the decisions into store writes and frames, and once the store
+/// has committed publishes the rides and posts replies and pushes to the service threads.
+/// Nobody is told anything before the transaction that records it has committed.
+final class StoreCoordinator: GroupCommitClient {
+    typealias Job = StoreJob
+
+    private var book: RideBook
+    private let registry: RideRegistry
+    private let clock: RideClock
+    private let metrics: Metrics
+    private let pre = Int(clws_pre())
+    /// Hands a thread its events (Shard.post): called under the registry's view lock.
+    private let deliver: (Int, [ShardEvent]) -> Void
+    private var recent = RecentReplies(capacity: 8192)
+
+    /// The group being decided: what to do with each job once the commit is known.
+    private enum Step {
+        case change(RideBook.Change, write: Int, reply: [UInt8]?, push: [UInt8], to: Requester?,
+                    id: String?, key: ReplyKey?, type: String)
+        /// An answer made without a write; `needsCommit` when it replays a reply of this group.
+        case answer([UInt8], to: Requester, needsCommit: Bool, id: String?, type: String)
+        case lookup(String?, Requester, Continuation, ProtocolError?)
+        case autoEndNotDue(String)
+    }
+    private var steps: [Step] = []
+    private var groupReplies: [ReplyKey: RideBook.Earlier] = [:]
+    /// Rides read from the store during this group, published with it.
+    private var learned: [Ride] = []
+
+    init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics,
+         deliver: @escaping (Int, [ShardEvent]) -> Void) {
+        self.book = book
+        self.registry = registry
+        self.clock = clock
+        self.metrics = metrics
+        self.deliver = deliver
+    }
+
+    // MARK: deciding
+
+    func prepare(_ jobs: [StoreJob], store: RideStore) -> [StoreWrite] {
+        let now = clock.now()
+        var writes: [StoreWrite] = []
+        for job in jobs {
+            switch job {
+            case .request(let request, let id, let scope, let access, let from):
+                decide(request, id: id, scope: scope, access: access, from: from, now: now, store: store, into: &writes)
+            case .autoEnd(let rid, let at):
+                guard case .change(let c) = book.decide(.autoEnd(ride: rid, at: at), now: now) else {
+                    steps.append(.autoEndNotDue(rid))
+                    continue
+                }
+                writes.append(write(c, reply: nil))
+                let push = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: at, id: nil, prefix: pre)
+                steps.append(.change(c, write: writes.count - 1, reply: nil, push: push, to: nil, id: nil, key: nil, type: "end"))
+            case .lookup(let rid, let from, let then):
+                var failure: ProtocolError?
+                if let rid, !book.knows(rid) {
+                    do throws(StoreError) { try learn(rid, store) } catch {
+                        failure = ProtocolError(.unavailable, "ride storage is unavailable: \(error.message)")
+                    }
+                }
+                steps.append(.lookup(rid, from, then, failure))
+            case .prune(let before):
+                do throws(StoreError) { try store.prune(repliesBefore: before) } catch {
+                    clws_log_warn("could not forget old replies (retrying in an hour): \(error.message)")
+                }
+            }
+        }
+        return writes
+    }
+
+    private func decide(_ request: RideBook.Request, id: String?, scope: String, access: Access?, from: Requester,
+                        now: UnixMillis, store: RideStore, into writes: inout [StoreWrite]) {
+        let type: String
+        if case .command(let c, _, _) = request { type = c.rawValue } else { type = "start" }
+        func answer(_ e: ProtocolError) {
+            metrics.control(type, e.code.rawValue)
+            steps.append(.answer(ServerMessages.error(e, prefix: pre), to: from, needsCommit: false, id: id, type: type))
+        }
+        if let rid = request.rideID, !book.knows(rid) {
+            do throws(StoreError) { try learn(rid, store) } catch {
+                return answer(ProtocolError(.unavailable, "ride storage is unavailable: \(error.message)", id: id))
+            }
+        }
+        let key = id.map { ReplyKey(scope: scope, id: $0) }
+        var earlier: RideBook.Earlier?
+        var fromGroup = false
+        if let key {
+            if let e = groupReplies[key] {
+                earlier = e
+                fromGroup = true
+            } else if let e = recent[key] {
+                earlier = e
+            } else {
+                do throws(StoreError) {
+                    earlier = try store.reply(for: key).map { RideBook.Earlier(request: $0.request, bytes: $0.bytes) }
+                } catch {
+                    // Answering as if never applied could apply it twice: say so instead.
+                    return answer(ProtocolError(.unavailable, "could not read earlier replies: \(error.message)", id: id))
+                }
+            }
+        }
+        let decision = book.decide(request, now: now, earlier: earlier) { ride in
+            guard let a = access, !a.mayControl(rideOwner: ride.owner) else { return nil }
+            return RideBook.Refusal(.forbidden, a.claims.scope == .watch ? "this token may only watch rides" : "ride \"\(ride.id)\" belongs to another rider")
+        }
+        switch decision {
+        case .change(let c):
+            let reply = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
+            let push = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: now, id: nil, prefix: pre)
+            // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
+            let record = key.map { ReplyRecord(key: $0, request: request.fingerprint, bytes: Array(reply[pre...]), at: now) }
+            writes.append(write(c, reply: record))
+            if let key, let record { groupReplies[key] = RideBook.Earlier(request: record.request, bytes: record.bytes) }
+            steps.append(.change(c, write: writes.count - 1, reply: reply, push: push, to: from, id: id, key: key, type: type))
+        case .refuse(let r):
+            answer(ProtocolError(Self.code(r.code), r.message, id: id))
+        case .replay(let bytes):
+            metrics.control("retry", "replayed")
+            steps.append(.answer([UInt8](repeating: 0, count: pre) + bytes, to: from, needsCommit: fromGroup, id: id, type: type))
+        case .nothing:
+            break
+        }
+    }
+
+    private func write(_ c: RideBook.Change, reply: ReplyRecord?) -> StoreWrite {
+        let r = c.after.ride
+        if c.isStart {
+            return .create(NewRide(id: r.id, planID: r.planID, owner: r.owner, limit: r.limit, startedAt: r.startedAt), reply: reply)
+        }
+        return .append(JournalEntry(ride: r.id, seq: c.seq, transition: c.transition), reply: reply)
+    }
+
+    private func learn(_ rid: String, _ store: RideStore) throws(StoreError) {
+        guard let stored = try store.ride(rid) else { return }
+        book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
+        learned.append(stored.ride)
+    }
+
+    static func code(_ c: RideBook.RefusalCode) -> ErrorCode {
+        switch c {
+        case .rideNotFound: return .rideNotFound
+        case .conflict: return .conflict
+        case .invalidTransition, .tooManyTransitions: return .invalidTransition
+        case .planNotFound: return .planNotFound
+        case .forbidden: return .forbidden
+        }
+    }
+
+    // MARK: after the commit
+
+    func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) {
+        var groupFailure: StoreError?
+        var results: [WriteResult] = []
+        switch outcome {
+        case .failure(let e):
+            groupFailure = e
+            book.settleNoneCommitted()
+        case .success(let r):
+            results = r
+            var refused: Set<String> = []
+            for step in steps {
+                if case .change(let c, let w, _, _, _, _, _, _) = step, case .refused = r[w] { refused.insert(c.after.ride.id) }
+            }
+            book.settle(failed: refused)
+            // Another writer got there first: the store's copy is the truth from now on.
+            for rid in refused {
+                if let s = try? store.ride(rid) { book.replace(RideBook.Entry(ride: s.ride, seq: s.seq)) }
+            }
+        }
+        var events = [[ShardEvent]](repeating: [], count: registry.shards)
+        let dropped = registry.publishing { v -> [String] in
+            for ride in learned { _ = registry.add(ride, &v) }
+            for step in steps {
+                switch step {
+                case .change(let c, let w, let reply, let push, let to, let id, let key, let type):
+                    var failure = groupFailure
+                    if failure == nil, case .refused(let e) = results[w] { failure = e }
+                    let rid = c.after.ride.id
+                    if let failure {
+                        if let to {
+                            let code: ErrorCode = failure.kind == .conflict ? .conflict : failure.kind == .notFound ? .rideNotFound : .unavailable
+                            metrics.control(type, code.rawValue)
+                            let e = ProtocolError(code, "could not record the \(type): \(failure.message)", id: id)
+                            events[to.shard].append(.reply(to.session, ServerMessages.error(e, prefix: pre), ride: nil))
+                        } else {
+                            clws_log_err("auto-end of ride \(rid) not recorded, retrying next tick: \(failure.message)")
+                            v.rides[rid]?.autoEndQueued = false
+                        }
+                        continue
+                    }
+                    let live: LiveRide
+                    if c.isStart {
+                        live = registry.add(c.after.ride, &v)
+                    } else if let l = v.rides[rid] {
+                        live = l
+                        registry.apply(c.after.ride, to: l, &v)
+                    } else {
+                        live = registry.add(c.after.ride, &v)
+                    }
+                    metrics.control(type, to == nil ? "auto" : "ok")
+                    if let key, let g = groupReplies[key] { recent[key] = g }
+                    if let to, let reply { events[to.shard].append(.reply(to.session, reply, ride: live)) }
+                    if !c.isStart {
+                        for i in 0..<registry.shards {
+                            events[i].append(.push(live, push, except: to?.shard == i ? to?.session : nil))
+                        }
+                    }
+                case .answer(let bytes, let to, let needsCommit, let id, let type):
+                    if needsCommit, let failure = groupFailure {
+                        let e = ProtocolError(.unavailable, "could not record the \(type): \(failure.message)", id: id)
+                        events[to.shard].append(.reply(to.session, ServerMessages.error(e, prefix: pre), ride: nil))
+                    } else {
+                        events[to.shard].append(.reply(to.session, bytes, ride: nil))
+                    }
+                case .lookup(let rid, let from, let then, let failure):
+                    events[from.shard].append(.found(from.session, then, rid.flatMap { v.rides[$0] }, failure))
+                case .autoEndNotDue(let rid):
+                    v.rides[rid]?.autoEndQueued = false
+                }
+            }
+            let dropped = registry.trimEnded(&v)
+            for i in events.indices where !events[i].isEmpty { deliver(i, events[i]) }
+            return dropped
+        }
+        for rid in dropped { book.forget(rid) }
+        steps.removeAll(keepingCapacity: true)
+        groupReplies.removeAll(keepingCapacity: true)
+        learned.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Replies recorded by this process lately, so most retries need no store read.
+struct RecentReplies {
+    private var map: [ReplyKey: RideBook.Earlier] = [:]
+    private var order: [ReplyKey] = []
+    private var head = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    subscript(key: ReplyKey) -> RideBook.Earlier? {
+        get { map[key] }
+        set {
+            guard let newValue else { map[key] = nil; return }
+            if map.updateValue(newValue, forKey: key) == nil { order.append(key) }
+            if order.count - head > capacity {
+                map[order[head]] = nil
+                head += 1
+                if head > capacity {
+                    order.removeFirst(head)
+                    head = 0
+                }
+            }
+        }
+    }
+}

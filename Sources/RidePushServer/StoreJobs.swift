@@ -1,0 +1,39 @@
+import RideAuth
+import RideCore
+import RideStore
+
+/// Who is waiting for a store worker's answer: a session (by serial) on a service thread.
+struct Requester: Sendable, Equatable {
+    let shard: Int
+    let session: UInt64
+}
+
+/// What a service thread does with an answer once the worker has it.
+enum Continuation: Sendable {
+    /// Handle this message now (its ride is in memory, or known not to exist).
+    case message(ClientEnvelope)
+    /// Send these bytes (a reply made earlier that must not overtake replies still on their way).
+    case bytes([UInt8])
+    /// Answer `GET /rides/{id}` on the connection waiting under `token`.
+    case http(token: UInt64, claims: TokenClaims?)
+}
+
+/// Work for the store worker thread, from any thread.
+enum StoreJob: Sendable {
+    /// A control request (start, pause, resume, end): decided, committed, then answered.
+    case request(RideBook.Request, id: String?, scope: String, access: Access?, from: Requester)
+    /// A limit passed at the tick at `at`.
+    case autoEnd(String, at: UnixMillis)
+    /// Reads a ride not in memory from the store (if `ride` is given), then hands `then`
+    /// back in order with everything else the worker answers that session.
+    case lookup(String?, from: Requester, then: Continuation)
+    /// Forgets replies older than `before` (its own transaction).
+    case prune(before: UnixMillis)
+}
+
+/// Where the registry sends jobs: the store worker, or a queue a unit test runs by hand.
+protocol StoreJobSink: AnyObject, Sendable {
+    func submit(_ jobs: [StoreJob])
+}
+
+extension StoreWorker: StoreJobSink where Client.Job == StoreJob {}
