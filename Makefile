@@ -9,10 +9,10 @@ PY := $(VENV)/bin/python
 OUT ?= test-output
 
 # Debian packages the build and the tests need (a new machine lacks some of them).
-APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
-APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils
+APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev libpq-dev pkg-config
+APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils prometheus postgresql gcc
 
-.PHONY: run build release test unit integration deps deps-test venv clean bench tsan
+.PHONY: run build release test unit integration deps deps-test venv clean bench stamp tsan fuzz fuzz-build fuzz-short asan
 
 deps:
 	@bash .ci/apt-ensure.sh $(APT_BUILD)
@@ -20,23 +20,30 @@ deps:
 deps-test: deps
 	@bash .ci/apt-ensure.sh $(APT_TEST)
 
-build: deps
+# The commit `ridepush --version` reports, rewritten only when it changes (so no rebuild);
+# without this file (a plain `swift build`) the binary says "unknown".
+STAMP := Sources/RidePushServer/BuildStamp.swift
+stamp:
+	@c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	  [ "$$c" = unknown ] || git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || c="$$c-dirty"; \
+	  printf '// Written by make (git-ignored): the commit this binary was built from.\nextension BuildInfo {\n    public static let commit = "%s"\n}\n' "$$c" > $(STAMP).tmp; \
+	  if cmp -s $(STAMP).tmp $(STAMP); then rm $(STAMP).tmp; else mv $(STAMP).tmp $(STAMP); fi
+
+build: deps stamp
 	$(SWIFT) build
 
-release: deps
+release: deps stamp
 	$(SWIFT) build -c release
 
 run: release
-	.build/release/ridepush serve --host $(HOST) --port $(PORT) --public ./public
+	.build/release/ridepush serve --host $(HOST) --port $(PORT) --public ./public --create-store
 
 # Test tools from PyPI, every file checked against the hashes in tests/requirements.txt.
-# Behind a TLS-inspecting proxy whose CA pip does not know, the retry skips TLS verification
-# for PyPI's two hosts only: the hashes still guarantee the exact files.
+# Behind a TLS-inspecting proxy, give pip the proxy's CA in pip's own configuration
+# (`pip config set global.cert /path/ca.pem`, or PIP_CERT); TLS verification stays on.
 $(VENV)/.ok: tests/requirements.txt
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r tests/requirements.txt || \
-	  $(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes \
-	    --trusted-host pypi.org --trusted-host files.pythonhosted.org -r tests/requirements.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r tests/requirements.txt
 	touch $@
 
 venv: deps-test $(VENV)/.ok
@@ -45,12 +52,59 @@ unit: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+# RIDEPUSH_CHECK_SCHEMA: every message a test client receives is checked against docs/asyncapi.yaml.
 integration: build venv
 	mkdir -p $(OUT)
-	RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
+	RIDEPUSH_CHECK_SCHEMA=1 RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
 		$(PY) -m pytest -q tests
 
-test: unit integration
+test: unit integration fuzz-short
+
+# libFuzzer over the parsers (Sources/RideFuzz, seeds in Fuzz/corpus/<target>): each target
+# for FUZZ_SECONDS, any input slower than FUZZ_TIMEOUT seconds is a finding too. New
+# interesting inputs go to .build/fuzz/corpus (not the repo); crashes, timeouts and leaks to
+# $(OUT)/fuzz/<target>-*. SwiftPM's --sanitize fuzzer instruments only the fuzz target
+# itself, so coverage for the modules under test is asked for explicitly.
+FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 2
+FUZZ_TARGETS := json codec plans token quote
+FUZZ_BUILD := .build/fuzz
+
+fuzz-build: deps
+	$(SWIFT) build --build-path $(FUZZ_BUILD) --product RideFuzz --sanitize fuzzer --sanitize address \
+		-Xswiftc -sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table -Xswiftc -DFUZZING
+
+fuzz: fuzz-build
+	@mkdir -p $(OUT)/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+		if RIDEFUZZ_TARGET=$$t $(FUZZ_BUILD)/debug/RideFuzz $(FUZZ_BUILD)/corpus/$$t Fuzz/corpus/$$t \
+			-max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=2048 -max_len=8192 \
+			-artifact_prefix=$(CURDIR)/$(OUT)/fuzz/$$t- -print_final_stats=1 > $(OUT)/fuzz/$$t.log 2>&1; then \
+			echo "fuzz $$t: $$(grep -E '^#[0-9]+.*DONE' $(OUT)/fuzz/$$t.log | tail -1)"; \
+		else \
+			tail -40 $(OUT)/fuzz/$$t.log; echo "fuzz $$t: FOUND A BUG (log $(OUT)/fuzz/$$t.log)"; exit 1; \
+		fi; \
+	done
+
+# The Swift tests and the integration suite on an AddressSanitizer build. (Swift on Linux has
+# no -sanitize=undefined; Swift's own checks trap on overflow and out-of-bounds instead.)
+# Server processes write their reports to $(OUT)/asan/; any report fails the target.
+ASAN_BUILD := .build/asan
+asan: deps venv
+	$(SWIFT) build --build-path $(ASAN_BUILD) --build-tests --sanitize address
+	rm -rf $(OUT)/asan && mkdir -p $(OUT)/asan
+	ASAN_OPTIONS=log_path=$(CURDIR)/$(OUT)/asan/unit LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan.supp \
+		$(SWIFT) test --build-path $(ASAN_BUILD) --skip-build --sanitize address
+	ASAN_OPTIONS=log_path=$(CURDIR)/$(OUT)/asan/server LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan.supp \
+		RIDEPUSH_BIN=$(CURDIR)/$(ASAN_BUILD)/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) $(PY) -m pytest -q tests $(ASAN_PYTEST)
+	@if grep -l "ERROR: " $(OUT)/asan/* 2>/dev/null; then grep -h -A30 "ERROR: " $(OUT)/asan/* | head -80; \
+		echo "asan: reports in $(OUT)/asan/"; exit 1; fi
+	@echo "asan: no reports"
+
+# The short pass make test runs.
+fuzz-short:
+	$(MAKE) fuzz FUZZ_SECONDS=10
 
 # Not a test: prints figures (see BENCHMARKS.md). Needs gcc for the reference server.
 bench: release

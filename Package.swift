@@ -5,8 +5,13 @@ import PackageDescription
 // through system library targets (see the Makefile for the apt packages).
 let package = Package(
     name: "RidePush",
+    // RideCore's ManualClock uses Synchronization's Mutex (iOS 18 / macOS 15), and so does the
+    // client: the oldest platforms an app importing RidePushClient can run on.
+    platforms: [.iOS(.v18), .macOS(.v15), .tvOS(.v18), .watchOS(.v11)],
     products: [
         .executable(name: "ridepush", targets: ["ridepush"]),
+        // The Swift SDK for devices and apps (README: "For app developers").
+        .library(name: "RidePushClient", targets: ["RidePushClient"]),
     ],
     targets: [
         .systemLibrary(
@@ -19,26 +24,48 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // libpq for the multi-node store (--store postgresql://…).
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out).
+        .target(name: "CEpoll"),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
         .target(name: "RideCore"),
-        // Durable ride journal behind a small protocol (SQLite, memory).
-        .target(name: "RideStore", dependencies: ["RideCore", "CSQLite"]),
+        // ride.v1 both ways, typed: the one definition the server, the SDK and the CLI share.
+        .target(name: "RideProtocol", dependencies: ["RideCore"]),
+        // The client SDK: reconnecting ride feeds, retry-safe requests; lws transport on Linux,
+        // URLSessionWebSocketTask on Apple platforms.
+        .target(name: "RidePushClient", dependencies: [
+            "RideProtocol", "RideCore",
+            .target(name: "CLibWebSockets", condition: .when(platforms: [.linux])),
+        ]),
+        // Durable ride journal behind a small protocol (SQLite, PostgreSQL, memory).
+        .target(name: "RideStore", dependencies: ["RideCore", "CSQLite", "CLibPQ"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore"]),
+        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
-        .target(name: "RidePushServer", dependencies: ["RideCore", "RideStore", "RideAuth", "CLibWebSockets"]),
-        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "CLibWebSockets"]),
-        .testTarget(name: "RideCoreTests", dependencies: ["RideCore"]),
+        .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets"]),
+        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets"]),
+        // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
+        .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
+        // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
+        .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth"]),
+        .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
+        .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
+        .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
-        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideStore"]),
+        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
     ],
     swiftLanguageModes: [.v6]

@@ -29,7 +29,7 @@ BINARY=""
 SCRATCH=""
 ALLOW_SWIFT_RUNTIME=0
 # Keep in step with ARG RUNTIME_PACKAGES in deploy/Dockerfile (the Dockerfile passes it).
-RUNTIME_PACKAGES="libwebsockets17 libssl3 libsqlite3-0 libcap2"
+RUNTIME_PACKAGES="libwebsockets17 libssl3 libsqlite3-0 libpq5 libcap2"
 # In debian:bookworm-slim already (required-priority packages apt itself depends on).
 BASE_PACKAGES="libc6 libgcc-s1 libstdc++6"
 
@@ -60,7 +60,7 @@ apt_ensure() {
 # --- 1 + 2: build ------------------------------------------------------------------------
 if [ -z "$BINARY" ]; then
   # Same list as the Makefile's APT_BUILD; binutils for readelf in step 4.
-  apt_ensure libwebsockets-dev libssl-dev libsqlite3-dev pkg-config binutils
+  apt_ensure libwebsockets-dev libssl-dev libsqlite3-dev libpq-dev pkg-config binutils
   SWIFT="${SWIFT:-swift}"
   command -v "$SWIFT" >/dev/null 2>&1 || SWIFT=/opt/swift/usr/bin/swift
   args=(-c release --static-swift-stdlib --product ridepush)

@@ -71,7 +71,7 @@ if [ -z "$BINARY" ]; then
   if ! command -v "$SWIFT" >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
     SWIFT=/opt/swift/usr/bin/swift
   fi
-  bash "$REPO/.ci/apt-ensure.sh" libwebsockets-dev libssl-dev libsqlite3-dev pkg-config
+  bash "$REPO/.ci/apt-ensure.sh" libwebsockets-dev libssl-dev libsqlite3-dev libpq-dev pkg-config
   say "building a release binary (swift build -c release)"
   (cd "$REPO" && "$SWIFT" build -c release --product ridepush)
   BINARY="$(cd "$REPO" && "$SWIFT" build -c release --show-bin-path)/ridepush"
@@ -177,7 +177,7 @@ fi
 chown root:root "$ETC_DIR/jwt-secret"
 if [ "$SYSTEMCTL" = 1 ]; then
   if [ ! -d /run/systemd/system ]; then
-    say "systemd is not running here; start it yourself: $BIN_DIR/ridepush serve"
+    say "systemd is not running here; run it as the unit would (env file, secret, user ridepush): sudo deploy/run-without-systemd.sh"
     exit 0
   fi
   systemctl daemon-reload

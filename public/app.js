@@ -6,47 +6,19 @@
   const I = window.RP_I18N;
   const $ = (id) => document.getElementById(id);
 
-  // ---- URL: ?ride=… watches a ride, ?token=… is passed on to the socket and to links ----
+  // ---- URL: ?ride=… watches a ride; the token moves from the link to sessionStorage ----
+  const token = window.RPSocket.takeToken('rp.token');
   const params = new URLSearchParams(location.search);
-  const token = params.get('token');
 
   function pageUrl(ride) {
-    const q = new URLSearchParams();
-    if (ride) q.set('ride', ride);
-    if (token) q.set('token', token);
-    const qs = q.toString();
-    return '/' + (qs ? '?' + qs : '');
+    return ride ? '/?ride=' + encodeURIComponent(ride) : '/';
   }
 
   // A share link carries a watch-only token (scope "watch"); its holder gets no ride
-  // controls. This only shapes the UI: the server enforces what a token may do.
-  function tokenScope() {
-    if (!token) return null;
-    try {
-      const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
-      const claims = JSON.parse(atob(part + '==='.slice((part.length + 3) % 4)));
-      return typeof claims.scope === 'string' ? claims.scope : null;
-    } catch (e) {
-      return null;
-    }
-  }
-  const watchOnly = tokenScope() === 'watch';
-
-  function wsUrl() {
-    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    return proto + '//' + location.host + '/ws' + (token ? '?token=' + encodeURIComponent(token) : '');
-  }
-
-  // crypto.randomUUID exists only in secure contexts (https, localhost); a plain-http LAN
-  // address still gets unique ids from getRandomValues.
-  function newId() {
-    if (window.crypto && typeof crypto.randomUUID === 'function') return crypto.randomUUID();
-    const b = crypto.getRandomValues(new Uint8Array(16));
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
-    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
-  }
+  // controls. This only shapes the UI: the server enforces what a token may do. The
+  // claims give the answer at once; the server's `authenticated` reply confirms it.
+  const claims = window.RPSocket.claims(token);
+  let watchOnly = !!(claims && claims.scope === 'watch');
 
   // ---- language: browser language first, then the toggle's choice (remembered) ----
   function initialLang() {
@@ -65,13 +37,11 @@
   const S = {
     lang: initialLang(),
     ride: params.get('ride') || null,
-    ws: null,
-    conn: 'connecting',        // connecting | online | reconnecting
-    attempt: 0,                // reconnect attempts since the last successful open
-    reconnectTimer: null,
+    conn: 'connecting',        // connecting | online | reconnecting | stopped
     lastLiveAt: 0,             // performance.now() of the last tick/state for our ride
     stale: false,              // no tick for 3 s while the ride should be ticking
-    pending: new Map(),        // request id -> {msg, kind}; resent with the same id after a reconnect
+    dead: null,                // {hadToken}: the server refused the token (4401); nothing more will come
+    reconnected: false,        // say "reconnected" once the ride's numbers are back, not at the socket's open
     busy: null,                // id of the start/pause/resume/end in flight (one at a time)
     subscribed: false,
     subscribeId: null,
@@ -86,101 +56,50 @@
 
   const STALE_MS = 3000;       // issue: no tick for 3 s -> show "reconnecting"
   const DEAD_MS = 10000;       // still nothing: drop the socket and reconnect
-  const BACKOFF_MIN = 500;
-  const BACKOFF_MAX = 5000;
 
-  // ---- socket ----
-  function connect() {
-    clearTimeout(S.reconnectTimer);
-    S.reconnectTimer = null;
-    let ws;
-    try {
-      ws = new WebSocket(wsUrl(), 'ride.v1');
-    } catch (e) {
-      scheduleReconnect();
-      return;
-    }
-    S.ws = ws;
-    ws.onopen = () => {
-      if (S.ws !== ws) return;
-      S.attempt = 0;
-      const wasDown = S.conn === 'reconnecting';
-      setConn('online');
-      if (wasDown) announce(I.t(S.lang, 'status.online'));
+  // ---- socket (public/socket.js, shared with the ops console) ----
+  const sock = new window.RPSocket({
+    token,
+    onOpen() {
       S.lastLiveAt = performance.now();
-      // Resubscribe first so the numbers are right again within one tick, then replay
-      // whatever was in flight with its original id (the server replays its reply).
-      const inFlight = Array.from(S.pending.values());
-      if (S.ride && !S.notFound && !S.ended() && !hasPending('subscribe')) subscribe();
-      for (const p of inFlight) sendRaw(p.msg);
+      // Resubscribe first so the numbers are right again within one tick; the socket then
+      // replays whatever else was in flight with its original id.
+      if (S.ride && !S.notFound && !S.ended() && !sock.hasPending('subscribe')) subscribe();
       renderControls();
-    };
-    ws.onmessage = (ev) => {
-      if (S.ws !== ws) return;
-      let m;
-      try { m = JSON.parse(ev.data); } catch (e) { return; }
-      handle(m);
-    };
-    ws.onclose = (ev) => {
-      if (S.ws !== ws) return;
-      S.ws = null;
-      S.subscribed = false;
-      // 4401/4403: the token is missing, expired or not good for this ride. Retrying cannot
-      // fix that, so stop and say why instead of knocking every 5 s forever.
-      if (ev.code === 4401 || ev.code === 4403) {
-        const code = ev.code === 4401 ? 'unauthorized' : 'forbidden';
-        if (!S.error || S.error.code !== code) showError(code, ev.reason, S.ride);
-        setConn('stopped');
-        return;
-      }
-      setConn('reconnecting');
-      scheduleReconnect();
-    };
-    ws.onerror = () => { /* onclose follows and schedules the retry */ };
-  }
+    },
+    onAuth(m, wasDown) {
+      if (m.scope) watchOnly = m.scope === 'watch';
+      if (wasDown && S.ride) S.reconnected = true;
+      else if (wasDown) announce(I.t(S.lang, 'status.online'));
+      renderAll();
+    },
+    onMessage: handle,
+    onConn(c) {
+      if (c !== 'online') S.subscribed = false;
+      setConn(c);
+    },
+    onStop(code, reason, hadToken) {
+      S.dead = { hadToken };
+      S.busy = null;
+      if (S.error && S.error.code === 'unauthorized') S.error = null;
+      announce(I.t(S.lang, hadToken ? 'dead.title' : 'notice.token.title'));
+      renderAll();
+    },
+  });
 
-  // Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, 4 s, then 5 s; each delay is
-  // drawn from [d/2, d] so many pages do not come back in lockstep after a restart.
-  function scheduleReconnect() {
-    if (S.reconnectTimer) return;
-    const d = Math.min(BACKOFF_MAX, BACKOFF_MIN * Math.pow(2, S.attempt));
-    S.attempt += 1;
-    const delay = d / 2 + Math.random() * d / 2;
-    S.reconnectTimer = setTimeout(connect, delay);
-  }
-
-  function sendRaw(msg) {
-    if (S.ws && S.ws.readyState === WebSocket.OPEN) {
-      S.ws.send(JSON.stringify(msg));
-      return true;
-    }
-    return false;
-  }
-
-  // A request stays pending until its reply (same id) arrives, so a reconnect resends it.
   function request(kind, fields) {
-    const msg = Object.assign({ type: kind, id: newId() }, fields);
-    S.pending.set(msg.id, { msg, kind });
-    sendRaw(msg);
-    return msg.id;
-  }
-
-  function hasPending(kind) {
-    for (const [, p] of S.pending) if (p.kind === kind) return true;
-    return false;
+    return sock.request(kind, fields);
   }
 
   function subscribe() {
-    if (S.subscribeId) S.pending.delete(S.subscribeId);
+    if (S.subscribeId) sock.forget(S.subscribeId);
     S.subscribeId = request('subscribe', { ride: S.ride });
   }
 
   S.ended = () => !!(S.cur && S.cur.state === 'ended');
 
   // ---- incoming messages ----
-  function handle(m) {
-    const p = m.id != null ? S.pending.get(m.id) : null;
-    if (p) S.pending.delete(m.id);
+  function handle(m, p) {
     if (p && m.id === S.busy) S.busy = null;
 
     switch (m.type) {
@@ -198,7 +117,14 @@
           return;
         }
         if (m.ride !== S.ride) return;
-        if (p && p.kind === 'subscribe') S.subscribed = true;
+        if (p && p.kind === 'subscribe') {
+          S.subscribed = true;
+          if (S.reconnected) {
+            S.reconnected = false;
+            S.lastAnnounced = '';
+            announce(I.t(S.lang, 'status.online'));
+          }
+        }
         if (p && p.kind !== 'subscribe') clearError();
         // A replayed reply (same id after a reconnect) or a tick encoded just before a
         // transition can be older than what is shown; never step the numbers back.
@@ -252,11 +178,12 @@
       } else if (m.code === 'unavailable' || m.code === 'rate_limited') {
         // Passing trouble: ask again in a couple of seconds (jittered).
         setTimeout(() => {
-          if (!S.subscribeId && S.ws && S.ws.readyState === WebSocket.OPEN && !S.ended()) subscribe();
+          if (!S.subscribeId && sock.isOpen() && !S.ended()) subscribe();
         }, 1500 + Math.random() * 1500);
       }
     }
-    showError(m.code, m.message, (p && p.msg.ride) || m.ride || S.ride);
+    // unauthorized is followed by close 4401: the dead-link notice says what to do.
+    if (m.code !== 'unauthorized') showError(m.code, m.message, (p && p.msg.ride) || m.ride || S.ride);
     renderControls();
   }
 
@@ -280,6 +207,11 @@
       remaining: typeof m.remaining === 'number' ? m.remaining : null,
       limit: typeof m.limit === 'number' ? m.limit : (S.cur && S.cur.limit) || null,
       started_at: m.started_at !== undefined ? m.started_at : S.cur && S.cur.started_at,
+      // The start of the pause in progress (state messages); ticks do not repeat it.
+      paused_since: m.state !== 'paused' ? null
+        : (typeof m.paused_since === 'number' ? m.paused_since
+          : (S.cur && S.cur.state === 'paused' ? S.cur.paused_since : null)),
+      at: typeof m.at === 'number' ? m.at : null,
       ended_at: m.ended_at !== undefined ? m.ended_at : S.cur && S.cur.ended_at,
     };
     S.lastLiveAt = performance.now();
@@ -300,20 +232,14 @@
 
   // ---- watchdog: no tick for 3 s while the ride should tick -> "reconnecting" ----
   setInterval(() => {
-    if (!S.ride || !S.cur || S.ended() || S.conn !== 'online') return;
+    if (!S.ride || !S.cur || S.ended() || S.dead || (S.conn !== 'online' && !S.stale)) return;
     const quiet = performance.now() - S.lastLiveAt;
     if (quiet > STALE_MS && !S.stale) {
       S.stale = true;
       setConn('reconnecting');
     }
-    if (quiet > DEAD_MS && S.ws) {
-      // Open but silent: treat as dead and start over with backoff.
-      const ws = S.ws;
-      S.ws = null;
-      S.subscribed = false;
-      try { ws.close(); } catch (e) { /* already closing */ }
-      scheduleReconnect();
-    }
+    // Open but silent: treat as dead and start over with backoff.
+    if (quiet > DEAD_MS) sock.restart();
   }, 500);
 
   // ---- rendering ----
@@ -323,7 +249,7 @@
     const el = $('conn');
     el.dataset.conn = c;
     $('conn-text').textContent = I.t(S.lang, 'conn.' + c);
-    document.body.classList.toggle('is-stale', c === 'reconnecting');
+    document.body.classList.toggle('is-stale', c === 'reconnecting' || (c === 'stopped' && !S.ended()));
     if (changed && c === 'reconnecting' && S.ride) announce(I.t(S.lang, 'status.reconnecting'));
     renderControls();
   }
@@ -335,14 +261,43 @@
     $('ride-status').textContent = text;
   }
 
+  // What to show instead of a ride or the start panel, so the page is never empty:
+  // 'token' (this server needs a link with a token), 'dead' (the token was refused),
+  // 'watch' (a watch-only link cannot rent), 'watch-notfound'.
+  function noticeKind(watching) {
+    if (watching) return null;
+    if (S.dead) return S.dead.hadToken ? 'dead' : 'token';
+    if (watchOnly && S.notFound) return 'watch-notfound';
+    if (watchOnly && !S.ride) return 'watch';
+    return null;
+  }
+
   function renderMode() {
     const watching = !!(S.ride && S.cur && !S.notFound);
-    const renting = (!S.ride || S.notFound) && !watchOnly;
+    const notice = noticeKind(watching);
+    const renting = !notice && (!S.ride || S.notFound) && !watchOnly;
     // While a watched ride is still loading neither panel shows; the top bar says "connecting".
     $('ride-dialog').hidden = !watching;
     $('start-panel').hidden = !renting;
-    document.body.dataset.mode = watching ? 'ride' : (renting ? 'start' : 'loading');
+    const np = $('notice-panel');
+    np.hidden = !notice;
+    np.dataset.kind = notice || '';
+    if (notice) {
+      $('notice-title').textContent = I.t(S.lang, 'notice.' + notice + '.title');
+      $('notice-text').textContent = I.t(S.lang, 'notice.' + notice + '.text', { ride: S.ride || '' });
+    }
+    // In the ride dialog: the link stopped working, the numbers stay greyed and say so.
+    const dead = $('link-dead');
+    dead.hidden = !(watching && S.dead);
+    if (watching && S.dead) {
+      $('dead-title').textContent = I.t(S.lang, 'dead.title');
+      $('dead-text').textContent = I.t(S.lang, S.ended() ? 'dead.text.ended'
+        : (watchOnly ? 'dead.text.watch' : 'dead.text'));
+    }
+    document.body.dataset.mode = watching ? 'ride' : (notice ? 'notice' : (renting ? 'start' : 'loading'));
     document.body.dataset.role = watchOnly ? 'watcher' : 'rider';
+    document.body.classList.toggle('is-dead', !!S.dead);
+    $('watch-note').hidden = !watchOnly;
   }
 
   function renderNumbers() {
@@ -368,6 +323,8 @@
     // growing past 360° so the short transition never spins backwards at :00.
     $('dial-hand').style.transform = 'rotate(' + (c.elapsed * 6) + 'deg)';
 
+    renderPausedFor();
+
     const box = $('limit-box');
     if (c.remaining !== null && c.state !== 'ended') {
       box.hidden = false;
@@ -382,6 +339,23 @@
       box.hidden = true;
     }
     renderRate();
+  }
+
+  // While paused: how long this pause has lasted (from the server's paused_since and the
+  // tick's `at`; the total paused seconds when the pause's start is not known) and whether
+  // it is billed.
+  function renderPausedFor() {
+    const c = S.cur;
+    const el = $('paused-for');
+    if (!c || c.state !== 'paused') { el.hidden = true; el.dataset.seconds = ''; return; }
+    const secs = typeof c.paused_since === 'number' && typeof c.at === 'number'
+      ? Math.max(0, Math.floor((c.at - c.paused_since) / 1000)) : c.paused;
+    el.hidden = false;
+    el.dataset.seconds = String(secs);
+    const pr = S.plan && S.plan.pause_rate;
+    el.textContent = I.t(S.lang, 'paused.for', { t: I.duration(S.lang, secs) }) + ' · ' +
+      (pr ? I.t(S.lang, 'paused.billed', { rate: I.money(S.lang, pr, S.plan.currency || c.currency) })
+        : I.t(S.lang, 'paused.free'));
   }
 
   function renderRate() {
@@ -416,6 +390,8 @@
     const controls = $('controls');
     const focusInControls = controls.contains(document.activeElement);
     controls.hidden = ended || watchOnly;
+    // A watcher cannot rent with a watch-only token, so no "rent again" for them.
+    $('btn-new').hidden = watchOnly;
     if (ended && (focusInControls || S.refocus)) {
       S.refocus = false;
       (r ? $('btn-new') : $('ride-dialog')).focus();
@@ -443,13 +419,21 @@
     total.dataset.minor = String(r.fare);
     $('receipt-reason').textContent = r.reason ? I.t(S.lang, 'receipt.reason.' + r.reason) : '';
     // Each part stays on one line; the parts wrap as a whole on a narrow phone.
+    // Times next to money: say which time was billed, so "paused 0 min 12 s" beside a
+    // pause line of 0 won (or no pause line) does not read as a contradiction.
+    const pauseBilled = (r.lines || []).some((ln) => ln.label === 'pause' && ln.amount > 0);
     const times = $('receipt-times');
     times.textContent = '';
-    [
+    const parts = [
       I.t(S.lang, 'receipt.span', { start: I.clock(S.lang, r.started_at), end: I.clock(S.lang, r.ended_at) }),
       I.t(S.lang, 'receipt.riding_for', { elapsed: I.duration(S.lang, r.elapsed) }),
-      I.t(S.lang, 'receipt.paused_for', { paused: I.duration(S.lang, r.paused || 0) }),
-    ].forEach((txt, i) => {
+    ];
+    if (r.paused) {
+      parts.push(I.t(S.lang, pauseBilled ? 'receipt.paused_billed' : 'receipt.paused_free',
+        { paused: I.duration(S.lang, r.paused) }));
+    }
+    times.dataset.pauseBilled = pauseBilled ? 'true' : 'false';
+    parts.forEach((txt, i) => {
       if (i) times.append(' · ');
       const sp = document.createElement('span');
       sp.className = 'nowrap';
@@ -468,7 +452,7 @@
   }
 
   function renderControls() {
-    const online = S.conn === 'online' && S.ws && S.ws.readyState === WebSocket.OPEN;
+    const online = S.conn === 'online' && sock.isOpen();
     const st = S.cur ? S.cur.state : null;
     const idle = !S.busy;
     $('btn-start').disabled = !(online && idle && (!S.ride || S.notFound));
@@ -476,6 +460,8 @@
     setDisabled('btn-resume', !(online && idle && st === 'paused'));
     setDisabled('btn-end', !(online && idle && (st === 'riding' || st === 'paused')));
     $('btn-share').disabled = !(online && S.ride && S.cur);
+    // Only the owner may share (a watcher gets forbidden), and only a ride that is still on.
+    $('share').hidden = watchOnly || S.ended() || !!S.dead;
     $('controls').setAttribute('aria-busy', S.busy ? 'true' : 'false');
     if (watchOnly) $('controls').hidden = true;
     restoreFocus();
@@ -552,7 +538,10 @@
     renderError();
     renderControls();
     if (S.share && S.share.status) $('share-status').textContent = I.t(S.lang, S.share.status);
-    if (S.cur) {
+    if (S.dead) {
+      S.lastAnnounced = '';
+      announce(I.t(S.lang, S.dead.hadToken ? 'dead.title' : 'notice.token.title'));
+    } else if (S.cur) {
       S.lastAnnounced = '';
       announce(I.t(S.lang, 'status.' + S.cur.state));
     }
@@ -629,7 +618,7 @@
       renderAll();
     });
     renderAll();
-    connect();
+    sock.connect();
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);

@@ -17,13 +17,32 @@ OUT = os.environ.get("RIDEPUSH_OUT", os.path.join(os.path.dirname(__file__), "..
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SERVING = re.compile(r"serving (https?)://([0-9.]+):(\d+)/")
 
+# With RIDEPUSH_CHECK_SCHEMA=1 (make integration sets it) every message a Client receives is
+# validated against docs/asyncapi.yaml; imported only then, so the helpers work without it.
+if os.environ.get("RIDEPUSH_CHECK_SCHEMA") == "1":
+    import contract
+    _check = contract.check_server
+else:
+    def _check(msg):
+        pass
+
+
+def _decode(frame):
+    msg = json.loads(frame)
+    _check(msg)
+    return msg
+
 
 class Server:
     """One `ridepush serve` process. `args` are extra flags; the port is chosen by the
     server (--port 0) and read back from its 'serving' line."""
 
-    def __init__(self, *args, store="memory", auth="none", env=None, port=0, public=None, popen_kwargs=None):
+    def __init__(self, *args, store="memory", auth="none", env=None, port=0, public=None, popen_kwargs=None,
+                 create_store=True):
         self.args = list(args)
+        # A store file the test names is made if missing (serve refuses a new file without it).
+        if create_store and store != "memory":
+            self.args.append("--create-store")
         self.popen_kwargs = popen_kwargs or {}  # e.g. preexec_fn to lower the file limit
         self.store = store
         self.auth = auth
@@ -131,7 +150,7 @@ class Client:
     def recv(self, timeout=3.0):
         if self.backlog:
             return self.backlog.pop(0)
-        return json.loads(self.ws.recv(timeout=timeout))
+        return _decode(self.ws.recv(timeout=timeout))
 
     def request(self, msg, timeout=3.0):
         """Send and return the reply carrying the same id (other messages are kept)."""
@@ -149,7 +168,7 @@ class Client:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no matching message in %.1fs (backlog %r)" % (timeout, self.backlog[-5:]))
-            m = json.loads(self.ws.recv(timeout=left))
+            m = _decode(self.ws.recv(timeout=left))
             if pred(m):
                 return m
             self.backlog.append(m)

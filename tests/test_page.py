@@ -375,29 +375,43 @@ def test_english_toggle(server, browsers):
     assert B.text(d, "fare") == "500원"
 
 
-def test_token_is_kept_in_socket_and_links(server, browsers):
-    """?token=… goes to the socket URL and stays in the links the page makes (auth is off
-    here, so the server ignores it)."""
+def test_token_leaves_the_url(server, browsers):
+    """Issue 15 item 9: a link's ?token=… is moved to sessionStorage and stripped from the
+    address bar at once; the socket URL carries no token (it goes in the first `auth` frame);
+    the links the page makes carry none; a reload still authenticates from sessionStorage.
+    (Auth is off here, so the server accepts any token.)"""
     d = browsers(B.DESKTOP)
     B.record_sockets(d)
     d.get(server.http + "/?token=t0k.en-1")
+    assert d.current_url == server.http + "/", d.current_url
+    assert d.execute_script("return sessionStorage.getItem('rp.token')") == "t0k.en-1"
     click(d, "btn-start")
     B.wait_state(d, "riding")
     socks = d.execute_script("return window.__ws")
-    assert socks and socks[0]["url"] == server.ws + "?token=t0k.en-1", socks
+    assert socks and socks[0]["url"] == server.ws, socks
     assert socks[0]["protocols"] == "ride.v1"
+    frames = [json.loads(x) for x in d.execute_script("return window.__sent")]
+    assert frames[0]["type"] == "auth" and frames[0]["token"] == "t0k.en-1", frames[0]
+    assert UUID.match(frames[0]["id"])
     ride = B.text(d, "ride-id")
-    assert d.current_url == "%s/?ride=%s&token=t0k.en-1" % (server.http, ride)
-    assert B.attr(d, "btn-new", "href") == server.http + "/?token=t0k.en-1"
-    assert B.attr(d, "home-link", "href") == server.http + "/?token=t0k.en-1"
-    # A reload reuses the token for the watch link too.
+    assert d.current_url == "%s/?ride=%s" % (server.http, ride)
+    assert B.attr(d, "btn-new", "href") == server.http + "/"
+    assert B.attr(d, "home-link", "href") == server.http + "/"
+    assert "t0k" not in d.execute_script("return document.documentElement.outerHTML")
+    # A reload keeps the token in this tab (sessionStorage), not in the URL.
     d.refresh()
     B.wait_state(d, "riding")
+    assert d.current_url == "%s/?ride=%s" % (server.http, ride)
     socks = d.execute_script("return window.__ws")
-    assert socks[-1]["url"] == server.ws + "?token=t0k.en-1"
-    # Each frame is one JSON object with a fresh UUID id per request.
+    assert socks[-1]["url"] == server.ws
     frames = [json.loads(x) for x in d.execute_script("return window.__sent")]
-    assert frames[0]["type"] == "subscribe" and frames[0]["ride"] == ride
+    assert frames[0]["type"] == "auth" and frames[0]["token"] == "t0k.en-1", frames[0]
+    assert frames[1]["type"] == "subscribe" and frames[1]["ride"] == ride
+    # The form nginx redirects to (token in the fragment, never sent to a server) works too.
+    d.get(server.http + "/?ride=" + ride + "#token=t0k.en-2")
+    B.wait_state(d, "riding")
+    assert d.current_url == "%s/?ride=%s" % (server.http, ride)
+    assert d.execute_script("return sessionStorage.getItem('rp.token')") == "t0k.en-2"
     no_page_errors(d)
 
 
@@ -426,21 +440,39 @@ def test_auth_share_link_is_watch_only(browsers):
 
         b = browsers(B.PHONE)
         b.get(share)
+        assert b.current_url == s.http + "/?ride=" + ride, "the share token stays in the URL"
         B.wait_state(b, "riding")
         watch_advance(b, 1)
+        # Issue 18 item 2: a watcher sees only what a watcher can do.
         assert not B.by_id(b, "controls").is_displayed()
         assert not B.by_id(b, "start-panel").is_displayed()
+        assert not B.by_id(b, "btn-share").is_displayed(), "a watcher's share answers forbidden"
+        assert B.text(b, "watch-note") == "공유받은 라이드를 보고 있습니다 (보기 전용)."
         B.screenshot(b, "auth-360-watcher")
         click(a, "btn-end")
         B.wait_state(b, "ended", 5)
         B.wait(b, lambda d: B.by_id(d, "receipt").is_displayed(), 5)
+        assert not B.by_id(b, "btn-new").is_displayed(), "a watch token cannot rent again"
+        assert not B.by_id(b, "btn-share").is_displayed()
+        B.screenshot(b, "auth-360-watcher-ended")
+        # The home link with a watch token: never an empty page, say why and what to do.
+        B.by_id(b, "home-link").click()
+        B.wait(b, lambda d: B.by_id(d, "notice-panel").is_displayed(), 5, "blank page for a watcher at /")
+        assert B.attr(b, "notice-panel", "data-kind") == "watch"
+        assert B.text(b, "notice-title") == "보기 전용 링크입니다"
+        assert "본인의 링크" in B.text(b, "notice-text")
+        assert not B.by_id(b, "start-panel").is_displayed()
+        B.screenshot(b, "auth-360-watcher-home")
 
+        # Issue 18 item 3: no token on a server that needs one -> told at once how to get in.
         c = browsers(B.PHONE)
         c.get(s.http + "/?ride=" + ride)
-        err = B.wait(c, lambda d: B.by_id(d, "error").is_displayed() and B.by_id(d, "error"), 10)
-        assert err.get_attribute("data-code") == "unauthorized"
-        assert "인증이 필요합니다" in err.text
+        B.wait(c, lambda d: B.by_id(d, "notice-panel").is_displayed(), 5, "no notice without a token")
+        assert B.attr(c, "notice-panel", "data-kind") == "token"
+        assert B.text(c, "notice-title") == "들어가려면 토큰이 담긴 링크가 필요합니다"
+        assert "?token=" in B.text(c, "notice-text") and "공유 링크" in B.text(c, "notice-text")
         B.wait_conn(c, "stopped", 5)
+        assert not B.by_id(c, "error").is_displayed()
         B.screenshot(c, "auth-360-no-token")
         no_page_errors(a)
         no_page_errors(b)
@@ -472,7 +504,7 @@ def test_auth_configured_secret_rider_token(browsers):
         click(d, "btn-start")
         B.wait_state(d, "riding")
         ride = B.text(d, "ride-id")
-        assert d.current_url == "%s/?ride=%s&token=%s" % (s.http, ride, token)
+        assert d.current_url == "%s/?ride=%s" % (s.http, ride)
         watch_advance(d, 2)
         click(d, "btn-pause")
         B.wait_state(d, "paused")
@@ -496,8 +528,9 @@ def test_auth_configured_secret_rider_token(browsers):
         forged = hs256({"sub": "rider-pat", "scope": "control", "exp": now + 3600}, secret="x" * 40)
         f = browsers(B.PHONE)
         f.get("%s/?ride=%s&token=%s" % (s.http, ride, forged))
-        err = B.wait(f, lambda d: B.by_id(d, "error").is_displayed() and B.by_id(d, "error"), 10)
-        assert err.get_attribute("data-code") == "unauthorized"
+        B.wait(f, lambda d: B.by_id(d, "notice-panel").is_displayed(), 10, "forged token: no notice")
+        assert B.attr(f, "notice-panel", "data-kind") == "dead"
+        assert B.text(f, "notice-title") == "이 링크는 더 이상 작동하지 않습니다"
         B.wait_conn(f, "stopped", 5)
     finally:
         s.stop()
@@ -564,3 +597,157 @@ def test_phone_layout_and_keyboard(server, browsers):
     assert d.execute_script("return document.documentElement.scrollWidth") <= 360
     B.screenshot(d, "layout-360-receipt")
     no_page_errors(d)
+
+
+def wait_figures_grey(drv, timeout=10):
+    return B.wait(drv, lambda d: float(d.execute_script(
+        "return getComputedStyle(document.getElementById('elapsed')).opacity")) < 0.6, timeout,
+        "the figures are not greyed")
+
+
+def test_restart_with_new_secret_is_never_shown_live(tmp_path, browsers):
+    """Issue 18 item 1: `make run` makes a new secret on every start, so after a restart the
+    page's token is refused (4401). The figures must stay greyed, the page must say the link
+    no longer works and what to do, and nothing may say "reconnected"."""
+    store = str(tmp_path / "rides.db")
+    s1 = Server(store=store, auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
+    now = int(time.time())
+    token = hs256({"sub": "rider-pat", "scope": "control", "exp": now + 3600, "iat": now})
+    d = browsers(B.PHONE)
+    try:
+        d.get(s1.http + "/?token=" + token)
+        click(d, "btn-start")
+        B.wait_state(d, "riding")
+        watch_advance(d, 2)
+        assert float(d.execute_script("return getComputedStyle(document.getElementById('elapsed')).opacity")) == 1
+    finally:
+        s1.stop()
+    s2 = Server(store=store, port=s1.port, auth="jwt",
+                env={"RIDEPUSH_JWT_SECRET": SECRET[::-1]}).start()
+    try:
+        B.wait_conn(d, "stopped", 20)
+        B.wait(d, lambda d: B.by_id(d, "link-dead").is_displayed(), 5, "no dead-link notice")
+        wait_figures_grey(d, 3)
+        assert B.text(d, "conn") == "연결 끊김"
+        text = B.text(d, "link-dead")
+        assert "이 링크는 더 이상 작동하지 않습니다." in text, text
+        assert "새 링크를 여세요" in text and "?token=" in text, text
+        assert "마지막으로 받은 값" in text, text
+        assert B.text(d, "ride-status") == "이 링크는 더 이상 작동하지 않습니다."
+        assert "다시 연결되었습니다" not in d.find_element(By.TAG_NAME, "body").text
+        assert not B.by_id(d, "error").is_displayed()
+        for el_id in ("btn-pause", "btn-end"):
+            assert not B.by_id(d, el_id).is_enabled()
+        assert not B.by_id(d, "btn-share").is_displayed()
+        # Frozen means frozen: the numbers do not move, and stay grey, while the server bills on.
+        shown = B.seconds(d)
+        time.sleep(2.2)
+        assert B.seconds(d) == shown
+        wait_figures_grey(d, 1)
+        B.screenshot(d, "restart-360-link-dead")
+        # English says the same.
+        click(d, "lang-toggle")
+        B.wait(d, lambda d: "This link no longer works." in B.text(d, "link-dead"), 3)
+        assert "Open a new link" in B.text(d, "link-dead")
+        no_page_errors(d, allow=("ERR_CONNECTION_REFUSED",))
+    finally:
+        s2.stop()
+
+
+def test_bare_url_on_auth_server_says_how_to_get_in(browsers):
+    """Issue 18 item 3: the bare URL of a server with tokens: no enabled 대여하기 that fails
+    later, but at once a notice saying to open the printed ?token= link."""
+    s = Server(auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
+    try:
+        d = browsers(B.DESKTOP)
+        d.get(s.http + "/")
+        B.wait(d, lambda d: B.by_id(d, "notice-panel").is_displayed(), 3, "no notice at once")
+        assert B.attr(d, "notice-panel", "data-kind") == "token"
+        assert not B.by_id(d, "start-panel").is_displayed()
+        assert not B.by_id(d, "btn-start").is_enabled()
+        assert "터미널에 출력된 주소" in B.text(d, "notice-text")
+        assert B.text(d, "conn") == "연결 끊김"
+        B.screenshot(d, "bare-1280-no-token")
+        no_page_errors(d)
+    finally:
+        s.stop()
+
+
+def test_paused_for_and_billed_labels_and_no_share_after_end(server, browsers):
+    """Issue 18 item 4: while paused the page shows how long the pause has lasted; the
+    receipt says which time was billed; the share button goes once the ride has ended."""
+    d = browsers(B.DESKTOP)
+    start_ride(d, server.http)
+    assert not B.by_id(d, "paused-for").is_displayed()
+    click(d, "btn-pause")
+    B.wait_state(d, "paused")
+    wait_paused_grows(d, 2)
+    B.wait(d, lambda d: B.by_id(d, "paused-for").is_displayed(), 3, "no paused time shown")
+
+    def shown_pause(d):
+        secs = int(B.attr(d, "paused-for", "data-seconds"))
+        return secs, B.text(d, "paused-for")
+    secs, txt = shown_pause(d)
+    assert secs >= 2 and secs == int(B.attr(d, "elapsed", "data-paused")), (secs, B.attr(d, "elapsed", "data-paused"))
+    assert txt.startswith("일시정지 ") and "째" in txt and "요금이 붙지 않습니다" in txt, txt
+    assert ko_seconds(txt.split(" · ")[0][len("일시정지 "):-1]) == secs, txt
+    B.screenshot(d, "paused-1280-paused-for")
+    click(d, "btn-resume")
+    B.wait_state(d, "riding")
+    assert not B.by_id(d, "paused-for").is_displayed()
+    assert B.by_id(d, "btn-share").is_displayed()
+    click(d, "btn-end")
+    B.wait_state(d, "ended")
+    B.wait(d, lambda d: B.by_id(d, "receipt").is_displayed(), 5, "no receipt")
+    assert not B.by_id(d, "btn-share").is_displayed(), "share button after the end"
+    times = B.text(d, "receipt-times")
+    assert B.attr(d, "receipt-times", "data-pause-billed") == "false"
+    assert "(과금)" in times and "(요금 없음)" in times, times
+    paused_part = [p for p in times.split(" · ") if p.startswith("일시정지")]
+    assert len(paused_part) == 1 and paused_part[0].endswith("(요금 없음)"), times
+    # The default plan does not bill a pause: its receipt line says so in its label.
+    rows = {r.get_attribute("data-label"): r.text.replace("\n", " ")
+            for r in d.find_elements(By.CSS_SELECTOR, "#receipt-lines tr")}
+    assert rows.get("pause") == "일시정지 요금 (과금 0분) 0원", rows
+    B.screenshot(d, "paused-1280-receipt-labels")
+    no_page_errors(d)
+
+
+def test_page_links_with_tokens_never_reach_nginx_logs(tmp_path):
+    """Issue 15 item 9 behind nginx (deploy/nginx/ridepush.conf, the real file): a link with
+    a token is answered by nginx itself with the token moved into the fragment, so no
+    request line with a token goes upstream, and none is written to the access or the error
+    log even while RidePush is down (a 502 logs the whole request line)."""
+    from test_deploy import Nginx
+    srv = Server().start()
+    ng = Nginx(tmp_path, srv.port).start()
+    try:
+        status, _, headers = ng.get("/?ride=r-1&token=SECRET-PAGE-TOKEN")
+        assert status == 302 and headers["Location"] == "/?ride=r-1#token=SECRET-PAGE-TOKEN", (status, dict(headers))
+        status, _, headers = ng.get("/ops/?token=SECRET-OPS-TOKEN")
+        assert status == 302 and headers["Location"] == "/ops/?ride=#token=SECRET-OPS-TOKEN", (status, dict(headers))
+        status, body, _ = ng.get("/?ride=r-1")
+        assert status == 200 and b"<html" in body.lower()
+        srv.stop()
+        # RidePush down: the page link still never reaches the upstream (no 502 line with
+        # its token); the asset and socket requests the page makes carry none.
+        status, _, headers = ng.get("/?ride=r-1&token=SECRET-WHILE-DOWN")
+        assert status == 302, status
+        for path in ("/ws", "/app.js", "/ops/"):
+            status, _, _ = ng.get(path)
+            assert status == 502, (path, status)
+        site_errors = ng.logs / "ridepush.error.log"
+        deadline = time.monotonic() + 5
+        logs = ""
+        while time.monotonic() < deadline and logs.count("upstream") < 3:
+            time.sleep(0.1)
+            logs = site_errors.read_text() if site_errors.exists() else ""
+        logs += ng.error_log()
+        assert logs.count("upstream") >= 3, logs
+        access = (ng.logs / "ridepush.access.log").read_text()
+        for secret in ("SECRET-PAGE-TOKEN", "SECRET-OPS-TOKEN", "SECRET-WHILE-DOWN"):
+            assert secret not in logs, logs
+            assert secret not in access, access
+    finally:
+        ng.stop()
+        srv.stop()

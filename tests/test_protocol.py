@@ -211,20 +211,20 @@ def free_port():
 
 
 def test_device_client_start_pause_end_and_watch(server):
-    url = ["--url", server.ws]
+    url = ["--url", server.ws, "--lang", "en"]
     r = subprocess.run([BIN, "ride", "start", "--ride", "cli-1"] + url, capture_output=True, text=True, timeout=10)
-    assert r.returncode == 0 and r.stdout.startswith("cli-1 riding 0분 0초 500원"), r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("cli-1 riding 0m 0s · 500 KRW"), r.stdout + r.stderr
     watch = subprocess.Popen([BIN, "ride", "watch", "cli-1"] + url, stdout=subprocess.PIPE, text=True)
     try:
         lines = [watch.stdout.readline() for _ in range(3)]
         assert lines[0].startswith("cli-1 riding")
-        assert all(l.startswith("cli-1 riding ") and l.rstrip().endswith("500원") for l in lines), lines
+        assert all(l.startswith("cli-1 riding ") and l.rstrip().endswith("500 KRW") for l in lines), lines
         r = subprocess.run([BIN, "ride", "pause", "cli-1"] + url, capture_output=True, text=True, timeout=10)
         assert r.returncode == 0 and r.stdout.startswith("cli-1 paused ")
         r = subprocess.run([BIN, "ride", "pause", "cli-1"] + url, capture_output=True, text=True, timeout=10)
         assert r.returncode == 1 and "invalid_transition" in r.stderr
         r = subprocess.run([BIN, "ride", "end", "cli-1"] + url, capture_output=True, text=True, timeout=10)
-        assert r.returncode == 0 and r.stdout.startswith("cli-1 ended ") and "total 500원" in r.stdout
+        assert r.returncode == 0 and r.stdout.startswith("cli-1 ended ") and "total 500 KRW" in r.stdout
         out, _ = watch.communicate(timeout=5)
         assert watch.returncode == 0 and "cli-1 ended" in out
     finally:

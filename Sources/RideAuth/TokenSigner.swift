@@ -1,5 +1,4 @@
 import COpenSSL
-import Foundation
 import RideCore
 
 /// Signs and verifies RidePush tokens: JWT compact serialization, HS256 only.
@@ -116,17 +115,17 @@ public struct TokenSigner: Sendable {
         return overflow ? (b < 0 ? .min : .max) : sum
     }
 
-    private static func checkHeader(_ header: [String: Any]) throws(TokenError) {
+    private static func checkHeader(_ header: [String: JSON]) throws(TokenError) {
         guard let rawAlg = header["alg"] else {
             throw TokenError(.unsupportedAlgorithm, "token header has no alg (only HS256 is accepted)")
         }
-        guard let alg = rawAlg as? String else {
+        guard let alg = rawAlg.string else {
             throw TokenError(.unsupportedAlgorithm, "token alg is not a string (only HS256 is accepted)")
         }
         guard alg == "HS256" else {
             throw TokenError(.unsupportedAlgorithm, "token alg \"\(printable(alg))\" refused (only HS256 is accepted)")
         }
-        if let typ = header["typ"], !(typ is String) {
+        if let typ = header["typ"], typ.string == nil {
             throw TokenError(.malformed, "token typ is not a string")
         }
         // RFC 7515 §4.1.11: a recipient that does not understand `crit` extensions must reject.
@@ -142,37 +141,28 @@ public struct TokenSigner: Sendable {
         return clean.count > 16 ? text + "…" : text
     }
 
-    // JSONSerialization keeps the last of duplicate members, which RFC 7519 §4 allows.
-    private static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? {
-        guard !bytes.isEmpty,
-              let object = try? JSONSerialization.jsonObject(with: Data(bytes)) else { return nil }
-        return object as? [String: Any]
+    // RideCore's parser, as for every other client input: bounded depth, duplicate members
+    // keep the last (which RFC 7519 §4 allows), numbers kept as their text.
+    private static func jsonObject(_ bytes: [UInt8]) -> [String: JSON]? {
+        guard !bytes.isEmpty, let value = try? JSON.parse(bytes) else { return nil }
+        return value.object
     }
 
-    // On Linux JSON numbers and booleans both arrive as NSNumber, and `as? Bool` accepts 1
-    // while `as? Int64` accepts true. Booleans come from a distinct subclass, so compare the
-    // dynamic type with that of a known boolean NSNumber.
-    private static let booleanType: Any.Type = type(of: NSNumber(value: true))
-
-    private static func isJSONBool(_ value: Any) -> Bool {
-        type(of: value) == booleanType
-    }
-
-    private static func parseClaims(_ object: [String: Any]) throws(TokenError) -> TokenClaims {
-        guard let sub = object["sub"] as? String, !sub.isEmpty else {
+    private static func parseClaims(_ object: [String: JSON]) throws(TokenError) -> TokenClaims {
+        guard let sub = object["sub"]?.string, !sub.isEmpty else {
             throw TokenError(.invalidClaims, "token sub must be a non-empty string")
         }
-        guard let scopeName = object["scope"] as? String, let scope = Scope(rawValue: scopeName) else {
+        guard let scopeName = object["scope"]?.string, let scope = Scope(rawValue: scopeName) else {
             throw TokenError(.invalidClaims, "token scope must be \"control\" or \"watch\"")
         }
         var rides: [String]?
         if let raw = object["rides"] {
-            guard let list = raw as? [Any] else {
+            guard let list = raw.array else {
                 throw TokenError(.invalidClaims, "token rides must be a list of strings")
             }
             var ids = [String]()
             for item in list {
-                guard let id = item as? String else {
+                guard let id = item.string else {
                     throw TokenError(.invalidClaims, "token rides must be a list of strings")
                 }
                 ids.append(id)
@@ -181,15 +171,15 @@ public struct TokenSigner: Sendable {
         }
         var ops = false
         if let raw = object["ops"] {
-            guard isJSONBool(raw), let flag = raw as? Bool else {
+            guard let flag = raw.bool else {
                 throw TokenError(.invalidClaims, "token ops must be true or false")
             }
             ops = flag
         }
         func date(_ name: String) throws(TokenError) -> Int64? {
             guard let raw = object[name] else { return nil }
-            // `as? Int64` is exact: 1.5 or 1e30 give nil rather than a rounded value.
-            guard !isJSONBool(raw), !(raw is String), let value = raw as? Int64 else {
+            // Whole numbers written as such: 1.5, 1e30 or "1" are refused, not rounded.
+            guard let value = raw.int else {
                 throw TokenError(.invalidClaims, "token \(name) must be whole seconds since the epoch")
             }
             return value

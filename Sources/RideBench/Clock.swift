@@ -1,21 +1,14 @@
 import Glibc
+import RideCore
 
 /// Wall clock in ms with µs precision: the latency is receive time minus the tick's
 /// "at", which the server takes from the wall clock too.
 @inline(__always)
-func realtimeMillis() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Double(ts.tv_sec) * 1000 + Double(ts.tv_nsec) / 1_000_000
-}
+func realtimeMillis() -> Double { Double(systemMicros(CLOCK_REALTIME)) / 1000 }
 
 /// Monotonic µs for pacing and timeouts (immune to wall-clock steps).
 @inline(__always)
-func monotonicMicros() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-}
+func monotonicMicros() -> Int64 { systemMicros(CLOCK_MONOTONIC) }
 
 /// The measurement window, in wall-clock ms, shared by every worker.
 public struct BenchWindow: Equatable, Sendable {

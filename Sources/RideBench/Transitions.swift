@@ -12,7 +12,7 @@ public struct TransitionOptions: Equatable, Sendable {
     public var port: UInt16 = 8080
     public var path = "/ws"
     public var connections = 64
-    public var depth = 2
+    public var depth = 2          // with --one-ride: 1 unless given
     public var duration = 10
     public var disk = "."
     public var oneRide: Int?
@@ -36,6 +36,7 @@ public struct TransitionOptions: Equatable, Sendable {
     public static func parse(_ args: [String]) throws(BenchError) -> TransitionOptions {
         var o = TransitionOptions()
         var i = 0
+        var depthGiven = false
         func value(_ flag: String) throws(BenchError) -> String {
             i += 1
             guard i < args.count else { throw BenchError.usage("\(flag) needs a value") }
@@ -56,7 +57,7 @@ public struct TransitionOptions: Equatable, Sendable {
                 let (h, p, path) = try BenchOptions.parseURL(try value(a))
                 o.host = h; o.port = p; o.path = path
             case "-n", "--connections", "--clients": o.connections = try int(a, 1...4096)
-            case "--depth": o.depth = try int(a, 1...64)
+            case "--depth": o.depth = try int(a, 1...64); depthGiven = true
             case "--duration", "-d": o.duration = try int(a, 1...3600)
             case "--disk": o.disk = try value(a)
             case "--one-ride": o.oneRide = try int(a, 1...1_000_000)
@@ -66,6 +67,7 @@ public struct TransitionOptions: Equatable, Sendable {
             }
             i += 1
         }
+        if o.oneRide != nil, !depthGiven { o.depth = 1 }
         return o
     }
 }
@@ -311,27 +313,50 @@ enum TransitionBench {
         let ride = "one-\(getpid())"
         s.sendText(#"{"type":"start","id":"s","ride":"\#(ride)"}"#)
         guard let r = s.next(), String(decoding: r, as: UTF8.self).contains(#""state""#) else { throw .failed("start refused") }
-        var latencies: [Int64] = []
-        latencies.reserveCapacity(n)
-        let t0 = monotonicMicros()
-        for i in 0..<n {
-            let cmd = i % 2 == 0 ? "pause" : "resume"
-            let sent = monotonicMicros()
-            s.sendText(#"{"type":"\#(cmd)","id":"o\#(i)","ride":"\#(ride)"}"#)
-            guard let reply = s.next() else { throw .failed("no reply to request \(i)") }
-            latencies.append(monotonicMicros() - sent)
-            if !String(decoding: reply, as: UTF8.self).hasPrefix(#"{"type":"state""#) {
-                throw .failed("request \(i) refused: \(String(decoding: reply, as: UTF8.self))")
-            }
+        // `depth` requests in flight on the one ride (pause, resume, pause, … in order: the
+        // server decides each against the one before it), each timed from send to reply.
+        var latencies = [Int64](repeating: 0, count: n)
+        var sentAt = [Int64](repeating: 0, count: n)
+        var next = 0, done = 0
+        func send() {
+            let cmd = next % 2 == 0 ? "pause" : "resume"
+            sentAt[next] = monotonicMicros()
+            s.sendText(#"{"type":"\#(cmd)","id":"o\#(next)","ride":"\#(ride)"}"#)
+            next += 1
         }
+        let t0 = monotonicMicros()
+        while next < min(n, o.depth) { send() }
+        var failure: String?
+        while done < n, failure == nil {
+            var pfd = pollfd(fd: s.fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 15_000) == 1 else { throw .failed("no reply to request \(done) in 15 s") }
+            let alive = s.drain { payload in
+                let text = String(decoding: payload, as: UTF8.self)
+                guard text.hasPrefix(#"{"type":"state""#), let r = stringRange(payload, key: "id") else {
+                    failure = failure ?? text
+                    return
+                }
+                let id = String(decoding: UnsafeRawBufferPointer(rebasing: payload[r]), as: UTF8.self)
+                guard let i = Int(id.dropFirst()), i < n else { return }
+                latencies[i] = monotonicMicros() - sentAt[i]
+                done += 1
+                if next < n { send() }
+            }
+            if !alive { throw .failed("the server closed the connection") }
+        }
+        if let failure { throw .failed("refused after \(done): \(failure)") }
         let total = Double(monotonicMicros() - t0) / 1e6
         func mean(_ xs: ArraySlice<Int64>) -> Double { Double(xs.reduce(0, +)) / Double(max(1, xs.count)) / 1000 }
         func p99(_ xs: ArraySlice<Int64>) -> Double { let s = xs.sorted(); return Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000 }
         let k = min(1000, n)
         let first = latencies.prefix(k), last = latencies.suffix(k)
-        print("one ride: \(n) pause/resume, one in flight, \(String(format: "%.1f", total)) s (\(String(format: "%.0f", Double(n) / total))/s)")
+        print("one ride: \(n) pause/resume, \(o.depth) in flight, \(String(format: "%.1f", total)) s (\(String(format: "%.0f", Double(n) / total))/s)")
         print(String(format: "  first %d: mean %.2f ms  p99 %.2f ms", k, mean(first), p99(first)))
         print(String(format: "  last  %d: mean %.2f ms  p99 %.2f ms  (last/first mean %.2f)", k, mean(last), p99(last), mean(last) / max(0.001, mean(first))))
+        // Every tenth of the run, so a trend shows apart from a burst of machine load.
+        let tenth = max(1, n / 10)
+        let means = stride(from: 0, to: n, by: tenth).map { String(format: "%.2f", mean(latencies[$0..<min(n, $0 + tenth)])) }
+        print("  mean ms by tenth: " + means.joined(separator: " "))
         s.sendText(#"{"type":"end","id":"e","ride":"\#(ride)"}"#)
         _ = s.next()
         return 0

@@ -105,20 +105,117 @@ public enum FareEngine {
 
     /// The time fare with `fare_capping` applied per window of `duration` minutes: each window
     /// bills what accrued in it (the first includes the unlock), at most the cap price.
+    ///
+    /// Never a loop over windows: a ride of Int64.max seconds has 10^14 of them. Only the
+    /// windows next to a segment's start or end, the first and the last are billed one by one;
+    /// between them every window is full and sees the same segments, so a run of them is
+    /// billed in closed form (see `run`). Cost: O(segments²), whatever `riding` is.
     static func cappedTimeFare(_ plan: FarePlan, riding: Int64) -> (capped: Int64, uncapped: Int64) {
         let uncapped = timeFare(plan, riding: riding)
         guard let cap = plan.cap, cap.duration > 0 else { return (uncapped, uncapped) }
         let window = mul(cap.duration, 60)
+        let windows = max(1, riding / window + (riding % window == 0 ? 0 : 1))
+        // Windows where some segment begins or stops billing (and their neighbours, so that
+        // a run never touches a boundary under either billing rule).
+        var special: [Int64] = [0, windows - 1]
+        for seg in plan.perMinute {
+            for edge in [seg.start, seg.end].compactMap({ $0 }) {
+                let k = mul(edge, 60) / window
+                special.append(contentsOf: [k - 1, k, k + 1])
+            }
+        }
+        special = Array(Set(special.filter { $0 >= 0 && $0 < windows })).sorted()
         var capped: Int64 = 0
-        var windowStart: Int64 = 0
-        var before: Int64 = 0
-        repeat {
-            let upTo = timeFare(plan, riding: min(riding, add(windowStart, window)))
-            capped = add(capped, min(cap.price, sub(upTo, before)))
-            before = upTo
-            windowStart = add(windowStart, window)
-        } while windowStart < riding
+        var next: Int64 = 0  // first window not billed yet
+        for k in special {
+            if k > next { capped = add(capped, run(plan, cap: cap, window: window, from: next, to: k)) }
+            capped = add(capped, min(cap.price, accrued(plan, window: window, k, riding: riding)))
+            next = k + 1
+        }
         return (capped, uncapped)
+    }
+
+    /// What window `k` accrued (the first window includes the unlock).
+    static func accrued(_ plan: FarePlan, window: Int64, _ k: Int64, riding: Int64) -> Int64 {
+        let from = mul(k, window)
+        let upTo = timeFare(plan, riding: min(riding, add(from, window)))
+        return k == 0 ? upTo : sub(upTo, timeFare(plan, riding: from))
+    }
+
+    /// Windows `from..<to`, all full, none next to a segment boundary: each segment is either
+    /// silent in all of them or bills its interval all through them. A segment whose interval
+    /// divides the window bills the same in every window; one that does not bills q or q+1
+    /// intervals (q = window / interval), and the number of windows with q+1 follows from the
+    /// run's total. With one such segment the sum is exact in closed form. With several, a run
+    /// that stays under the cap (or over it) in every combination is exact too; otherwise the
+    /// pattern repeats every lcm of the segments' periods, which `checkCap` bounds for every
+    /// plan the GBFS parser accepts.
+    static func run(_ plan: FarePlan, cap: FareCap, window: Int64, from: Int64, to: Int64) -> Int64 {
+        let count = to - from
+        let a = mul(from, window), b = mul(to, window)
+        var constant: Int64 = 0
+        var varying: [(seg: FareSegment, q: Int64)] = []
+        for seg in plan.perMinute where seg.interval > 0 && mul(seg.start, 60) <= a && (seg.end.map { mul($0, 60) >= b } ?? true) {
+            let size = mul(seg.interval, 60)
+            if window % size == 0 {
+                constant = add(constant, mul(window / size, seg.rate))
+            } else {
+                varying.append((seg, window / size))
+            }
+        }
+        if varying.isEmpty { return mul(count, min(cap.price, constant)) }
+        func points(_ seg: FareSegment) -> Int64 {
+            sub(intervals(seg, at: b, unit: 60, rule: plan.billing), intervals(seg, at: a, unit: 60, rule: plan.billing))
+        }
+        if varying.count == 1 {
+            let (seg, q) = varying[0]
+            let high = sub(points(seg), mul(count, q))  // windows that billed q + 1 intervals
+            return add(mul(high, min(cap.price, add(constant, mul(q + 1, seg.rate)))),
+                       mul(count - high, min(cap.price, add(constant, mul(q, seg.rate)))))
+        }
+        var low = constant, high = constant
+        for (seg, q) in varying {
+            let x = mul(q, seg.rate), y = mul(q + 1, seg.rate)
+            low = add(low, min(x, y))
+            high = add(high, max(x, y))
+        }
+        if high <= cap.price { return sub(timeFare(plan, riding: b), timeFare(plan, riding: a)) }
+        if low >= cap.price { return mul(count, cap.price) }
+        let period = min(count, capPeriod(varying.map(\.seg), window: window) ?? maxCapPeriod)
+        var once: Int64 = 0
+        for k in from..<(from + period) { once = add(once, min(cap.price, accrued(plan, window: window, k, riding: b))) }
+        var total = mul(count / period, once)
+        for k in (to - count % period)..<to { total = add(total, min(cap.price, accrued(plan, window: window, k, riding: b))) }
+        return total
+    }
+
+    /// Most windows one pattern of overlapping segments may take to repeat under a cap.
+    public static let maxCapPeriod: Int64 = 10_080
+
+    /// Windows after which overlapping segments bill the same pattern again (the lcm of each
+    /// one's interval / gcd(interval, window)), or nil when over `maxCapPeriod`.
+    static func capPeriod(_ segs: [FareSegment], window: Int64) -> Int64? {
+        func gcd(_ a: Int64, _ b: Int64) -> Int64 { b == 0 ? a : gcd(b, a % b) }
+        var l: Int64 = 1
+        for seg in segs where seg.interval > 0 {
+            let size = mul(seg.interval, 60)
+            let p = size / gcd(size, window)
+            l = mul(l / gcd(l, p), p)
+            if l > maxCapPeriod { return nil }
+        }
+        return l
+    }
+
+    /// Nil when every fare of the plan is exact in bounded time; otherwise why not. A plan
+    /// with a cap and several segments billing at once, whose intervals neither divide the
+    /// cap window nor repeat within `maxCapPeriod` windows, cannot be billed exactly without
+    /// walking its windows one by one: the GBFS parser refuses it.
+    public static func checkCap(_ plan: FarePlan) -> String? {
+        guard let cap = plan.cap, cap.duration > 0 else { return nil }
+        let window = mul(cap.duration, 60)
+        let uneven = plan.perMinute.filter { $0.interval > 0 && window % mul($0.interval, 60) != 0 }
+        guard uneven.count > 1, capPeriod(uneven, window: window) == nil else { return nil }
+        return "segments with intervals of \(uneven.map { String($0.interval) }.joined(separator: ", ")) minutes do not divide the \(cap.duration)-minute cap window and repeat only after more than \(maxCapPeriod) windows"
     }
 
     static func pauseCharge(_ plan: FarePlan, _ paused: Int64) -> (minutes: Int64, amount: Int64) {

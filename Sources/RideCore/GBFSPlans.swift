@@ -24,6 +24,8 @@ public enum GBFSPlans {
     /// Largest minute / kilometre count a segment bound, interval, cap duration or limit may have
     /// (about 1,900 years): keeps `× 60` and `× 1000` in range.
     static let maxCount: Int64 = 1_000_000_000
+    /// Most segments one `per_min_pricing` or `per_km_pricing` list may have.
+    public static let maxSegments = 32
 
     // MARK: - Parsing
 
@@ -33,7 +35,7 @@ public enum GBFSPlans {
         do {
             root = try JSON.parse(bytes)
         } catch {
-            throw PlanError(plan: nil, index: nil, field: "", reason: error.description)
+            throw PlanError(plan: nil, index: nil, field: "", reason: error.located(in: bytes))
         }
         guard case .object(let top) = root else {
             throw PlanError(plan: nil, index: nil, field: "", reason: "must be a JSON object (got \(describe(root)))")
@@ -178,6 +180,10 @@ public enum GBFSPlans {
         func segments(_ key: String, _ currency: Currency) throws(PlanError) -> [FareSegment] {
             guard let v = object[key] else { return [] }
             guard case .array(let items) = v else { throw fail(key, "must be an array (got \(describe(v)))") }
+            // Every tick bills every ride over its segments: a bounded number keeps it cheap.
+            guard items.count <= GBFSPlans.maxSegments else {
+                throw fail(key, "has \(items.count) segments (at most \(GBFSPlans.maxSegments))")
+            }
             var out: [FareSegment] = []
             for (i, item) in items.enumerated() {
                 let path = "\(key)[\(i)]"
@@ -253,7 +259,7 @@ public enum GBFSPlans {
         var maxRide: Int64?
         if let m = o[maxRideField] { maxRide = try r.count(m, maxRideField, min: 1) * 60 }
 
-        return FarePlan(
+        let plan = FarePlan(
             id: id,
             names: try r.localized("name") ?? [:],
             descriptions: try r.localized("description") ?? [:],
@@ -268,6 +274,8 @@ public enum GBFSPlans {
             pauseRate: pauseRate,
             maxPauseSeconds: maxPause,
             maxRideSeconds: maxRide)
+        if let why = FareEngine.checkCap(plan) { throw r.fail("fare_capping", why) }
+        return plan
     }
 
     // MARK: - Export

@@ -28,6 +28,16 @@ public enum JSON: Sendable, Equatable {
         public let offset: Int
         public let reason: String
         public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+
+        /// The same, at line:column of `text` (1-based; columns count UTF-8 bytes), for a file
+        /// a person edits.
+        public func located(in text: [UInt8]) -> String {
+            var line = 1, column = 1
+            for b in text.prefix(offset) {
+                if b == UInt8(ascii: "\n") { line += 1; column = 1 } else { column += 1 }
+            }
+            return "invalid JSON at line \(line), column \(column): \(reason)"
+        }
     }
 
     public static func parse(_ bytes: some Collection<UInt8>) throws(ParseError) -> JSON {

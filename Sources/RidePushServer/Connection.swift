@@ -1,5 +1,6 @@
 import RideAuth
 import RideCore
+import RideProtocol
 
 /// What a connection's protocol logic needs from the server, and nothing else: lookups in
 /// memory, the token signer, the clocks. The server passes its hub; unit tests a fake.
@@ -171,7 +172,7 @@ struct Connection {
         if let exp = access?.claims.exp, exp <= ctx.now() / 1000 - TokenSigner.leeway {
             return refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: env.id), ctx, &out)
         }
-        if env.message.isControl, !withinRate(ctx) {
+        if env.message.isRateLimited, !withinRate(ctx) {
             ctx.rateLimited()
             answer(ServerMessages.error(ProtocolError(.rateLimited, "more than \(ctx.config.controlRate) control messages per second; slow down", id: env.id), prefix: pre), from: from, inTurn: inTurn, &out)
             strikes += 1

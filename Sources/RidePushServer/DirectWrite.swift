@@ -26,9 +26,6 @@ extension Shard {
         }
         ticksWritten += 1
         s.lastTick = tickTime
-        // Kernel took it all: nothing left to send. Otherwise lws holds the rest and ends its
-        // flush with a WRITEABLE callback, which records the drain.
-        if lws_partial_buffered(s.wsi) == 0 { s.drainedAt = tickTime }
         return true
     }
 

@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideProtocol
 
 /// HTTP on the WebSocket port: the page from `public/`, `/healthz`, `/metrics`, `/rides/{id}`,
 /// `/plans`, `/quote`.
@@ -9,14 +10,18 @@ extension Shard {
     func http(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
         guard let input else { return -1 }
         let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
-        guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 else {
-            return respond(wsi, 405, json: errorJSON("method_not_allowed", "only GET is served"))
+        // HEAD wherever GET is (uptime checkers use it): the same status and headers, no body.
+        guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || isHead(wsi) else {
+            answerAndClose(wsi, 405, errorJSON("method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD")
+            return -1
         }
         switch path {
-        case "/healthz": return respond(wsi, 200, json: hub.healthJSON())
+        case "/healthz":
+            let h = hub.health()
+            return respond(wsi, h.ok ? 200 : 503, json: h.json)
         case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
-        case "/quote": return quote(wsi)
+        case "/quote": return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
         default:
             if path.hasPrefix("/rides/") { return rideDocument(wsi, String(path.dropFirst(7))) }
             return staticFile(wsi, path)
@@ -66,13 +71,16 @@ extension Shard {
     }
 
     func quote(_ wsi: OpaquePointer) -> Int32 {
-        let planID = urlArg(wsi, "plan")
-        guard let secondsText = urlArg(wsi, "seconds"), let seconds = Int64(secondsText), seconds >= 0 else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "seconds= is required: whole seconds of riding"))
+        guard hub.quoteRate.allow(clientAddress(wsi), now: monotonicMillis()) else {
+            hub.metrics.add(hub.metrics.rateLimited)
+            return respond(wsi, 429, json: errorJSON("rate_limited", "more than \(hub.config.controlRate) quotes per second; slow down"))
         }
-        let pausedText = urlArg(wsi, "paused")
-        guard let paused = pausedText.map({ Int64($0) }) ?? 0, paused >= 0 else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "paused= must be whole seconds"))
+        let planID = urlArg(wsi, "plan")
+        guard let seconds = urlArg(wsi, "seconds").flatMap(InputBounds.quantity) else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "seconds= is required: whole seconds of riding, 0 to \(InputBounds.maxQuantity)"))
+        }
+        guard let paused = urlArg(wsi, "paused").map(InputBounds.quantity) ?? 0 else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "paused= must be whole seconds, 0 to \(InputBounds.maxQuantity)"))
         }
         guard let plan = hub.registry.plan(planID) else {
             return respond(wsi, 404, json: errorJSON("plan_not_found", "no plan \"\(planID ?? "")\""))
@@ -95,6 +103,7 @@ extension Shard {
         }
         let ext = parts.last.flatMap { $0.split(separator: ".").last.map(String.init) } ?? ""
         let mime = Shard.mimeTypes[ext.lowercased()] ?? "application/octet-stream"
+        if isHead(wsi) { return respondHead(wsi, 200, type: mime, length: Int(st.st_size), cache: "no-cache") }
         // Extra headers made by lws itself: over HTTP/2 (https with ALPN h2, what browsers
         // use) they must be HPACK-encoded, and a raw "name: value\r\n" string breaks the stream.
         var extra = [UInt8](repeating: 0, count: 128)
@@ -122,6 +131,7 @@ extension Shard {
     }
 
     func respond(_ wsi: OpaquePointer, _ status: UInt32, type: String, body: [UInt8]) -> Int32 {
+        if isHead(wsi) { return respondHead(wsi, status, type: type, length: body.count, cache: "no-store") }
         var buf = [UInt8](repeating: 0, count: pre + 2048)
         return buf.withUnsafeMutableBufferPointer { b -> Int32 in
             let start = b.baseAddress! + pre
@@ -133,6 +143,22 @@ extension Shard {
             httpBodies[wsi] = [UInt8](repeating: 0, count: pre) + body
             lws_callback_on_writable(wsi)
             return 0
+        }
+    }
+
+    func isHead(_ wsi: OpaquePointer) -> Bool { lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0 }
+
+    /// A HEAD answer: the headers GET would send, `content-length` included, and no body.
+    func respondHead(_ wsi: OpaquePointer, _ status: UInt32, type: String, length: Int, cache: String) -> Int32 {
+        var buf = [UInt8](repeating: 0, count: pre + 2048)
+        return buf.withUnsafeMutableBufferPointer { b -> Int32 in
+            let start = b.baseAddress! + pre
+            var p: UnsafeMutablePointer<UInt8>? = start
+            let end = b.baseAddress! + b.count - 1
+            if lws_add_http_common_headers(wsi, status, type, lws_filepos_t(length), &p, end) != 0 { return 1 }
+            if lws_add_http_header_by_name(wsi, "cache-control:", cache, Int32(cache.utf8.count), &p, end) != 0 { return 1 }
+            if lws_finalize_write_http_header(wsi, start, &p, end) != 0 { return 1 }
+            return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
         }
     }
 

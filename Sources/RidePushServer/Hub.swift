@@ -18,8 +18,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let publicDir: String
     let listener: Listener
     private let perAddress = Mutex<[String: Int]>([:])
+    /// `/quote` requests per address per second (the control rate).
+    let quoteRate: AddressRate
     /// The one thread that talks to the store (group commit); see StoreCoordinator.
     private(set) var storeWorker: StoreWorker<StoreCoordinator>!
+    /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
+    private(set) var clusterFeed: ClusterFeed?
+    private(set) var storeHealth: ConnectionHealth?
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
@@ -28,14 +33,24 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// (Shard.sweepKeepalive); lws's timers re-insert into a sorted list on every pong and
     /// every new connection, O(connections) each.
     let noValidityTimers: UnsafeMutablePointer<lws_retry_bo_t>
-    let vhostName = strdup("ridepush")!
+    var vhostName: UnsafeMutablePointer<CChar> { Hub.vhostNameC }
+    /// One for the process: a Hub whose init throws (port in use) must not leak it.
+    nonisolated(unsafe) private static let vhostNameC = strdup("ridepush")!  // never written
 
     public var port: Int { listener.port }
+    /// `last_updated` of GET /plans: the plans change only at start-up.
+    let plansLoadedAt: Int64
+    /// The bound address for URLs ("127.0.0.1", "[::1]"), and where this machine reaches it.
+    public var urlHost: String { listener.urlHost }
+    public var localURLHost: String { listener.localURLHost }
+    public var listensEverywhere: Bool { listener.isWildcard }
 
-    public init(config: ServerConfig, store: RideStore, clock: RideClock = SystemClock(),
+    public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system,
                 faults: StoreFaults = StoreFaults()) throws(ServerError) {
         self.config = config
+        quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock
+        plansLoadedAt = clock.now() / 1000
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: config.publicDir, isDirectory: &isDir), isDir.boolValue else {
             throw ServerError("--public \(config.publicDir): no such folder (it holds the page: index.html, app.js, …)")
@@ -85,7 +100,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics)
         self.registry = registry
         var book = RideBook(plans: config.plans)
+        var cluster: ClusterCatchUp?
         do {
+            // Before the open rides: whatever commits while they load is read again, never missed.
+            if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
             let open = try store.openRides()
             registry.publishing { v in
                 for stored in open {
@@ -96,7 +114,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         } catch {
             throw ServerError("cannot load rides: \(error.message)")
         }
-        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics) {
+        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster) {
             [unowned self] i, events in shards[i].post(events)
         }
         storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
@@ -106,6 +124,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         registry.connect(storeWorker)
+        if let pg = store as? PostgresStore {
+            let worker: StoreWorker<StoreCoordinator> = storeWorker
+            storeHealth = pg.health
+            clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
+                worker.submit([.cluster(hints: hints, catchUp: catchUp)])
+            }
+        }
         for i in 0..<threads {
             let shard = Shard(index: i, hub: self, listenFD: listener.fd)
             try shard.create(config: config)
@@ -116,6 +141,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Services every thread until `shutdown()`; returns when all sessions were closed.
     public func run() {
         storeWorker.start()
+        clusterFeed?.start()
         let done = DispatchGroup()
         for shard in shards {
             done.enter()
@@ -129,7 +155,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         done.wait()
         for shard in shards { lws_context_destroy(shard.context) }
+        freeContextStructures()
         close(listener.fd)
+        clusterFeed?.stop()
         storeWorker.stop()
     }
 
@@ -154,11 +182,30 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
     }
 
-    func healthJSON() -> [UInt8] {
+    /// Whether the store takes writes: the last write did not fail and, with PostgreSQL, the
+    /// store's connection is up (a failed write -> false until one succeeds).
+    func storeHealthy() -> Bool { !metrics.storeFailing.load(ordering: .relaxed) && (storeHealth?.isUp ?? true) }
+
+    /// False while this node's listener cannot reach PostgreSQL: it hears of other nodes'
+    /// transitions late, so load balancers should prefer another node.
+    var listenerHealthy: Bool { clusterFeed?.health.isUp ?? true }
+
+    /// /healthz: `ok` only when the ticker ticked, every thread looped and the store wrote
+    /// recently enough (Health.stallMillis) and, with PostgreSQL, the store and the listener
+    /// reach it; otherwise `degraded`, served with HTTP 503.
+    func health() -> (ok: Bool, json: [UInt8]) {
+        let now = monotonicMillis()
+        let tickAge = now - ticker.lastTick.load(ordering: .relaxed)
+        let loopAges = shards.map { now - $0.lastLoop.load(ordering: .relaxed) }
+        let store = storeHealthy()
+        let ok = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store && listenerHealthy
         let c = registry.counts
         var w = JSONWriter()
         w.beginObject()
-        w.field("status", "ok")
+        w.field("status", ok ? "ok" : "degraded")
+        w.field("version", BuildInfo.version)
+        w.field("commit", BuildInfo.commit)
+        if let clusterFeed { w.field("listener", clusterFeed.health.isUp ? "ok" : "unreachable") }
         w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
         w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
         w.key("rides")
@@ -173,12 +220,18 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         for shard in shards { w.int(Int64(shard.connectionCount.load(ordering: .relaxed))) }
         w.endArray()
         w.field("ticks", Int64(metrics.tickRounds.load(ordering: .relaxed)))
+        w.field("last_tick_age_ms", tickAge)
+        w.key("thread_loop_age_ms")
+        w.beginArray()
+        for age in loopAges { w.int(age) }
+        w.endArray()
+        w.field("store", store ? "ok" : (storeHealth?.isUp == false ? "unreachable" : "failing"))
         w.endObject()
-        return w.bytes
+        return (ok, w.bytes)
     }
 
     /// The loaded plans as a GBFS `system_pricing_plans.json` document.
     func plansDocument() -> [UInt8] {
-        GBFSPlans.document(config.plans, lastUpdated: clock.now() / 1000)
+        GBFSPlans.document(config.plans, lastUpdated: plansLoadedAt)
     }
 }

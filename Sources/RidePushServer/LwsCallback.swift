@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 
 extension Shard {
     /// The ride.v1 protocol callback: one switch over what lws tells us.
@@ -56,16 +57,15 @@ extension Shard {
         // Chromium uses on an https page) arrive as CONNECT with it in `:path`.
         var path = header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HTTP_COLON_PATH) ?? ""
         if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
-        guard path == "/ws" else { return 1 }
+        guard path == "/ws" else { return refuseUpgrade(wsi, 404, "not_found", "no WebSocket at \(path.prefix(100)); the WebSocket is at /ws") }
         if !hub.config.allowedOrigins.isEmpty, let origin = header(wsi, WSI_TOKEN_ORIGIN),
            !hub.config.allowedOrigins.contains(origin) {
-            clws_log_notice("refused WebSocket from origin \(origin)")
-            return 1
+            return refuseUpgrade(wsi, 403, "forbidden_origin", "origin \(origin.prefix(200)) is not allowed (--allow-origin)")
         }
         let peer = clientAddress(wsi)
         guard hub.admit(peer) else {
             hub.metrics.add(hub.metrics.refusedConnections)
-            return 1
+            return refuseUpgrade(wsi, 429, "too_many_connections", "more than \(hub.config.maxConnectionsPerIP) WebSocket connections from \(peer)")
         }
         var token = urlArg(wsi, "token")
         if token == nil, let auth = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), auth.hasPrefix("Bearer ") {
@@ -119,6 +119,7 @@ extension Shard {
             hub.metrics.add(hub.metrics.slowConsumerDisconnects)
             return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
         }
+        if s.rxSince == 0 { s.rxSince = coarseMillis() }
         if s.rx.count + len > hub.config.maxFrame {
             s.rxTooLarge = true
             s.rx.removeAll(keepingCapacity: false)
@@ -129,6 +130,7 @@ extension Shard {
         defer {
             s.rx.removeAll(keepingCapacity: false)  // most clients go quiet: hold no buffer
             s.rxTooLarge = false
+            s.rxSince = 0
         }
         if s.rxTooLarge {
             reply(s, ProtocolError(.tooLarge, "message larger than \(hub.config.maxFrame) bytes"))
@@ -145,6 +147,7 @@ extension Shard {
     /// Closes with `code` once what is queued is written, and in any case within 5 s, so a
     /// peer that stops reading cannot hold a closing connection (and its queue) open.
     func closeHard(_ s: Session, code: UInt16, reason: String) {
+        logClose(s, code: code, reason: reason)
         s.close(code: code, reason: reason)
         lws_set_timeout(s.wsi, PENDING_TIMEOUT_CLOSE_SEND, 5)
     }

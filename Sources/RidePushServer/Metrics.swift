@@ -14,15 +14,23 @@ final class Metrics: Sendable {
     let rateLimited = Atomic<Int>(0)
     /// Control messages by type and result, as "type|result" → count.
     private let controls = Mutex<[String: Int]>([:])
-    /// Tick lateness (timer fire − whole second) and fan-out duration, milliseconds.
-    let lateness = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000])
-    let fanout = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000])
+    /// Tick lateness (timer fire − whole second) and fan-out duration: observed in
+    /// milliseconds, what the callers measure; exposed in seconds, Prometheus' base unit.
+    let lateness = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000], unit: 0.001)
+    let fanout = Histogram(bounds: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000], unit: 0.001)
 
     func add(_ a: borrowing Atomic<Int>, _ n: Int = 1) { a.wrappingAdd(n, ordering: .relaxed) }
 
     func control(_ type: String, _ result: String) {
         controls.withLock { $0[type + "|" + result, default: 0] += 1 }
+        // The store's last write decides /healthz's "store" until the store worker has a probe.
+        if result == "unavailable" { storeFailing.store(true, ordering: .relaxed) }
+        else if result == "ok", Metrics.writes.contains(type) { storeFailing.store(false, ordering: .relaxed) }
     }
+
+    /// Whether the last write to the store failed (`unavailable`).
+    let storeFailing = Atomic<Bool>(false)
+    private static let writes: Set<String> = ["start", "pause", "resume", "end"]
 
     func controlCounts() -> [(type: String, result: String, count: Int)] {
         controls.withLock { d in
@@ -36,11 +44,15 @@ final class Metrics: Sendable {
 
 /// A fixed-bucket histogram in the Prometheus sense (cumulative when rendered).
 final class Histogram: Sendable {
+    /// Bucket bounds in the unit `observe` is given.
     let bounds: [Double]
+    /// Seconds per observed unit: bounds and sum are multiplied by it when rendered.
+    let unit: Double
     private let state: Mutex<(counts: [Int], sum: Double, count: Int)>
 
-    init(bounds: [Double]) {
+    init(bounds: [Double], unit: Double = 1) {
         self.bounds = bounds
+        self.unit = unit
         state = Mutex((Array(repeating: 0, count: bounds.count + 1), 0, 0))
     }
 

@@ -27,8 +27,27 @@ extension Hub {
         metric("ridepush_store_writes_total", "counter", "Writes in those transactions.", [("", Double(storeWorker.writes.load(ordering: .relaxed)))])
         metric("ridepush_control_messages_total", "counter", "Client messages by type and result.",
                m.controlCounts().map { ("{type=\"\($0.type)\",result=\"\($0.result)\"}", Double($0.count)) })
-        histogram(&out, "ridepush_tick_lateness_milliseconds", "How late the shared timer fired after the whole second.", m.lateness)
-        histogram(&out, "ridepush_fanout_duration_milliseconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
+        if let storeHealth, let clusterFeed {
+            metric("ridepush_store_up", "gauge", "1 while the shared PostgreSQL store answers, 0 while it cannot be reached.",
+                   [("", storeHealth.isUp ? 1 : 0)])
+            metric("ridepush_cluster_listener_up", "gauge", "1 while this node's LISTEN connection to PostgreSQL is up.",
+                   [("", clusterFeed.health.isUp ? 1 : 0)])
+            metric("ridepush_cluster_listener_reconnects_total", "counter", "Times the LISTEN connection was opened again after a loss.",
+                   [("", Double(clusterFeed.reconnects.load(ordering: .relaxed)))])
+        }
+        if let c = clock as? ClockReport {
+            metric("ridepush_clock_steps_total", "counter", "Wall-clock steps seen (absorbed by slewing, never followed).", [("", Double(c.steps))])
+            metric("ridepush_clock_offset_seconds", "gauge", "Wall clock minus the process clock: what slewing has still to absorb.", [("", Double(c.offsetMillis) / 1000)])
+        }
+        histogram(&out, "ridepush_tick_lateness_seconds", "How late the shared timer fired after the whole second.", m.lateness)
+        histogram(&out, "ridepush_fanout_duration_seconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
+        metric("ridepush_build_info", "gauge", "Always 1; the labels say which build is running.",
+               [("{version=\"\(BuildInfo.version)\",commit=\"\(BuildInfo.commit)\"}", 1)])
+        // Omitted, not faked, where /proc or the limit cannot be read.
+        if let n = ProcessStats.openFiles() { metric("process_open_fds", "gauge", "Open file descriptors.", [("", Double(n))]) }
+        if let n = ProcessStats.maxFiles() { metric("process_max_fds", "gauge", "Soft limit on open file descriptors.", [("", Double(n))]) }
+        if let n = ProcessStats.residentBytes() { metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [("", Double(n))]) }
+        if let t = ProcessStats.startTime { metric("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, seconds.", [("", t)]) }
         return out
     }
 
@@ -38,8 +57,15 @@ extension Hub {
         var cumulative = 0
         for (i, b) in h.bounds.enumerated() {
             cumulative += s.counts[i]
-            out += "\(name)_bucket{le=\"\(b == b.rounded() ? String(Int(b)) : String(b))\"} \(cumulative)\n"
+            out += "\(name)_bucket{le=\"\(number(b * h.unit))\"} \(cumulative)\n"
         }
-        out += "\(name)_bucket{le=\"+Inf\"} \(s.count)\n\(name)_sum \(s.sum)\n\(name)_count \(s.count)\n"
+        out += "\(name)_bucket{le=\"+Inf\"} \(s.count)\n\(name)_sum \(number(s.sum * h.unit))\n\(name)_count \(s.count)\n"
+    }
+
+    /// 0.001 × 5 is 0.005000000000000001 in binary: print bucket bounds and sums at the
+    /// precision they were made with (microseconds at most), so `le` labels read as written.
+    private func number(_ v: Double) -> String {
+        let r = (v * 1e6).rounded() / 1e6
+        return r == r.rounded() && abs(r) < 1e15 ? String(Int64(r)) : String(r)
     }
 }

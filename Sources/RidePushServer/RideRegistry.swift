@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 import RideStore
 import Synchronization
 

@@ -20,12 +20,12 @@ final class Session {
     var subscriptions: [Subscription] = []
     /// Subscriptions holding an unsent tick (at most one each: newer ticks replace older).
     var pendingTicks = 0
-    /// When this session last had nothing left to send (monotonic ms); a subscriber stuck with pending
-    /// ticks past the configured lag is a slow consumer and gets disconnected.
-    var drainedAt: Int64 = 0
     /// Fragments of the message being received.
     var rx: [UInt8] = []
     var rxTooLarge = false
+    /// When the message being received started (monotonic ms; 0: none): one whose final
+    /// fragment never comes is bounded by --handshake-timeout, not held forever.
+    var rxSince: Int64 = 0
     /// Close code and reason once we decided to close.
     var closing: (code: UInt16, reason: String)?
     /// Keepalive (monotonic ms): when the peer last sent anything, and whether our ping is
@@ -44,9 +44,8 @@ final class Session {
         writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
         self.serial = serial
         conn = Connection(pre: Int(clws_pre()))
-        drainedAt = coarseMillis()
-        connectedAt = drainedAt
-        lastHeard = drainedAt
+        connectedAt = coarseMillis()
+        lastHeard = connectedAt
     }
 
     var hasOutbox: Bool { outboxHead < outbox.count }
@@ -85,6 +84,19 @@ final class Subscription {
     unowned(unsafe) let session: Session
     /// This ride's latest tick is waiting to be written (the frame itself is the slot's).
     var pending = false
+    /// When a tick of this ride last became pending (monotonic ms): the slow-consumer clock
+    /// starts there, not when the connection last had nothing to send (a quiet connection
+    /// would otherwise be "slow" at its first coalesced tick).
+    var pendingSince: Int64 = 0
+
+    /// A tick becomes pending at `now`.
+    func tickPending(_ now: Int64) {
+        pending = true
+        pendingSince = now
+    }
+
+    /// Whether the tick waiting here has waited longer than `lag` ms.
+    func overdue(_ now: Int64, lag: Int64) -> Bool { pending && now - pendingSince > lag }
 
     init(live: LiveRide, session: Session) {
         self.live = live

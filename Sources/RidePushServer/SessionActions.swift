@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 
 /// The thin lws side of a connection: feeds `Connection` (the protocol logic) what arrives
 /// and performs what it asks, on this service thread.

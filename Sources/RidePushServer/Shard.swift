@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideProtocol
 import Synchronization
 
 /// Work handed to a service thread from another thread.
@@ -60,6 +61,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
     var tickTime: Int64 = 0
     /// WebSocket connections on this thread (for /healthz; written by this thread only).
     let connectionCount = Atomic<Int>(0)
+    /// Monotonic ms of the service loop's last iteration (/healthz: is this thread alive).
+    let lastLoop = Atomic<Int64>(monotonicMillis())
 
     init(index: Int, hub: Hub, listenFD: Int32) {
         self.index = index
@@ -82,7 +85,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         info.protocols = UnsafePointer(hub.protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
-            | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        // lws reads every peer address as the vhost's family: IPv6 only when we listen on it.
+        if !hub.listener.isIPv6 { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
         info.timeout_secs = UInt32(config.handshakeTimeout)
         // A socket that sends no complete request headers (slowloris) is closed this soon too.
         info.timeout_secs_ah_idle = UInt32(config.handshakeTimeout)
@@ -110,6 +114,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         if index == 0 { hub.ticker.start(on: self) }
         var deadline: Int64 = .max
         while true {
+            lastLoop.store(monotonicMillis(), ordering: .relaxed)
             if stopping {
                 if deadline == .max { deadline = monotonicMillis() + 3000 }
                 if sessions.isEmpty || monotonicMillis() > deadline { break }
@@ -178,7 +183,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                 if sub.pending {
                     held = true
                     coalesced += 1
-                    if now - s.drainedAt > lag, s.closing == nil {
+                    if sub.overdue(now, lag: lag), s.closing == nil {
                         hub.metrics.add(hub.metrics.slowConsumerDisconnects)
                         // Hard: the socket is choked, so the close frame may never get out either.
                         closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
@@ -187,7 +192,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                 }
                 if s.pendingTicks == 0, writeTickNow(s, n) { continue }
                 held = true
-                sub.pending = true
+                sub.tickPending(now)
                 s.pendingTicks += 1
                 if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
             }
@@ -218,6 +223,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
             // An upgrade that never authenticates would hold its per-address place forever.
             if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
                 perform(s, s.conn.authTimedOut(hub))
+            }
+            // A message whose final fragment never comes: stop waiting for it.
+            if s.rxSince > 0, s.rxSince <= authBy, s.closing == nil {
+                hub.metrics.control("invalid", "incomplete")
+                closeHard(s, code: 1008, reason: "message not completed within \(hub.config.handshakeTimeout) s")
             }
             let idle = now - max(s.lastHeard, s.lastTick)
             if idle >= full {
@@ -281,8 +291,6 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         }
         if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue {
             lws_callback_on_writable(s.wsi)
-        } else {
-            s.drainedAt = coarseMillis()
         }
         return 0
     }
@@ -310,7 +318,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         acceptor = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, fd, "ridepush-accept", nil)
         if acceptor == nil {
             close(fd.filefd)
-            clws_log_err("thread \(index): could not watch the listening socket")
+            Log.error("thread \(index): could not watch the listening socket")
         }
     }
 
@@ -363,7 +371,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         let now = monotonicMillis()
         if now - lastBackoffLog > 10_000 {
             lastBackoffLog = now
-            clws_log_warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
+            Log.warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
         }
         acceptor = nil
         backoffMillis = min(max(100, backoffMillis * 2), 2000)
@@ -408,11 +416,7 @@ struct TimerBox {
     }
 }
 
-func monotonicMicros() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-}
+func monotonicMicros() -> Int64 { systemMicros(CLOCK_MONOTONIC) }
 
 func monotonicMillis() -> Int64 { monotonicMicros() / 1000 }
 

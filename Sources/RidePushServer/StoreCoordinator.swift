@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideProtocol
 import RideStore
 
 /// The server's side of the store worker, on that thread only: decides each group of jobs
@@ -32,9 +33,15 @@ final class StoreCoordinator: GroupCommitClient {
     private var groupReplies: [ReplyKey: RideBook.Earlier] = [:]
     /// Rides read from the store during this group, published with it.
     private var learned: [Ride] = []
+    /// With a shared store: where this node's catch-up read stands (nil: one node alone).
+    private var cluster: ClusterCatchUp?
+    /// Changes other nodes made, applied to the book in this group, published first.
+    private var remote: [ClusterCatchUp.Update] = []
+    private var clusterFailing = false
 
-    init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics,
+    init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
          deliver: @escaping (Int, [ShardEvent]) -> Void) {
+        self.cluster = cluster
         self.book = book
         self.registry = registry
         self.clock = clock
@@ -46,9 +53,12 @@ final class StoreCoordinator: GroupCommitClient {
 
     func prepare(_ jobs: [StoreJob], store: RideStore) -> [StoreWrite] {
         let now = clock.now()
+        catchUp(jobs, store: store)
         var writes: [StoreWrite] = []
         for job in jobs {
             switch job {
+            case .cluster:
+                continue  // done first, by catchUp
             case .request(let request, let id, let scope, let access, let from):
                 decide(request, id: id, scope: scope, access: access, from: from, now: now, store: store, into: &writes)
             case .autoEnd(let rid, let at):
@@ -69,7 +79,7 @@ final class StoreCoordinator: GroupCommitClient {
                 steps.append(.lookup(rid, from, then, failure))
             case .prune(let before):
                 do throws(StoreError) { try store.prune(repliesBefore: before) } catch {
-                    clws_log_warn("could not forget old replies (retrying in an hour): \(error.message)")
+                    Log.warn("could not forget old replies (retrying in an hour): \(error.message)")
                 }
             }
         }
@@ -130,6 +140,36 @@ final class StoreCoordinator: GroupCommitClient {
         }
     }
 
+    /// Applies what other nodes committed, before this group decides anything: the book has
+    /// no undecided changes yet, and requests are then decided on the newest state.
+    private func catchUp(_ jobs: [StoreJob], store: RideStore) {
+        guard var c = cluster, let shared = store as? (RideStore & SharedJournal) else { return }
+        var hints: [String: Int64] = [:]
+        var full = false
+        for case .cluster(let h, let all) in jobs {
+            hints.merge(h, uniquingKeysWith: max)
+            full = full || all
+        }
+        guard full || !hints.isEmpty else { return }
+        do throws(StoreError) {
+            let updates = try c.collect(hints: hints, full: full, rides: book.rides, store: shared)
+            cluster = c
+            for u in updates { adopt(u) }
+            if clusterFailing { clws_log_notice("cluster catch-up: reading the journal again") }
+            clusterFailing = false
+        } catch {
+            // Nothing applied and the cursor stays: the next beat reads the same entries.
+            if !clusterFailing { clws_log_warn("cluster catch-up failed (retrying every beat): \(error.message)") }
+            clusterFailing = true
+        }
+    }
+
+    /// Takes another writer's version of a ride into the book, to be published with the group.
+    private func adopt(_ u: ClusterCatchUp.Update) {
+        if book.knows(u.entry.ride.id) { book.replace(u.entry) } else { book.learn(u.entry) }
+        remote.append(u)
+    }
+
     private func write(_ c: RideBook.Change, reply: ReplyRecord?) -> StoreWrite {
         let r = c.after.ride
         if c.isStart {
@@ -170,14 +210,32 @@ final class StoreCoordinator: GroupCommitClient {
                 if case .change(let c, let w, _, _, _, _, _, _) = step, case .refused = r[w] { refused.insert(c.after.ride.id) }
             }
             book.settle(failed: refused)
-            // Another writer got there first: the store's copy is the truth from now on.
+            // Another writer got there first: the store's copy is the truth from now on, and
+            // (when it moved on) this node's watchers are told, as for any other node's change.
             for rid in refused {
-                if let s = try? store.ride(rid) { book.replace(RideBook.Entry(ride: s.ride, seq: s.seq)) }
+                guard let s = try? store.ride(rid) else { continue }
+                let entry = RideBook.Entry(ride: s.ride, seq: s.seq)
+                if s.seq > (book.rides[rid]?.seq ?? 0) { adopt(ClusterCatchUp.Update(entry: entry)) } else { book.replace(entry) }
             }
         }
         var events = [[ShardEvent]](repeating: [], count: registry.shards)
+        let now = clock.now()
         let dropped = registry.publishing { v -> [String] in
             for ride in learned { _ = registry.add(ride, &v) }
+            // Other nodes' changes first: they committed before anything of this group.
+            for u in remote {
+                let ride = u.entry.ride
+                let live: LiveRide
+                if let l = v.rides[ride.id] {
+                    live = l
+                    registry.apply(ride, to: l, &v)
+                } else {
+                    live = registry.add(ride, &v)
+                }
+                guard !u.isStart else { continue }
+                let push = ServerMessages.state(ride: ride, plan: book.plan(for: ride), at: now, id: nil, prefix: pre)
+                for i in 0..<registry.shards { events[i].append(.push(live, push, except: nil)) }
+            }
             for step in steps {
                 switch step {
                 case .change(let c, let w, let reply, let push, let to, let id, let key, let type):
@@ -186,12 +244,19 @@ final class StoreCoordinator: GroupCommitClient {
                     let rid = c.after.ride.id
                     if let failure {
                         if let to {
-                            let code: ErrorCode = failure.kind == .conflict ? .conflict : failure.kind == .notFound ? .rideNotFound : .unavailable
+                            var code: ErrorCode = failure.kind == .conflict ? .conflict : failure.kind == .notFound ? .rideNotFound : .unavailable
+                            // Refused because another node changed the ride first: for this
+                            // request the ride's state did not allow it (the reply-key case
+                            // stays a conflict).
+                            if code == .conflict, !c.isStart, !failure.message.hasPrefix("a reply is already recorded") { code = .invalidTransition }
                             metrics.control(type, code.rawValue)
                             let e = ProtocolError(code, "could not record the \(type): \(failure.message)", id: id)
                             events[to.shard].append(.reply(to.session, ServerMessages.error(e, prefix: pre), ride: nil))
                         } else {
-                            clws_log_err("auto-end of ride \(rid) not recorded, retrying next tick: \(failure.message)")
+                            // A conflict: another node ended it first (adopted above); not an error.
+                            if failure.kind != .conflict {
+                                Log.error("auto-end of ride \(rid) not recorded, retrying next tick: \(failure.message)")
+                            }
                             v.rides[rid]?.autoEndQueued = false
                         }
                         continue
@@ -234,6 +299,7 @@ final class StoreCoordinator: GroupCommitClient {
         steps.removeAll(keepingCapacity: true)
         groupReplies.removeAll(keepingCapacity: true)
         learned.removeAll(keepingCapacity: true)
+        remote.removeAll(keepingCapacity: true)
     }
 }
 

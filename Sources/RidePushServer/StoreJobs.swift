@@ -1,5 +1,6 @@
 import RideAuth
 import RideCore
+import RideProtocol
 import RideStore
 
 /// Who is waiting for a store worker's answer: a session (by serial) on a service thread.
@@ -29,6 +30,10 @@ enum StoreJob: Sendable {
     case lookup(String?, from: Requester, then: Continuation)
     /// Forgets replies older than `before` (its own transaction).
     case prune(before: UnixMillis)
+    /// Other nodes wrote to the shared store (ClusterFeed): read the hinted rides' new
+    /// entries (ride → highest seq notified) and, with `catchUp`, the journal after the
+    /// cursor; apply them before deciding anything else of the group.
+    case cluster(hints: [String: Int64], catchUp: Bool)
 }
 
 /// Where the registry sends jobs: the store worker, or a queue a unit test runs by hand.

@@ -1,19 +1,23 @@
 import CLibWebSockets
 import RideCore
+import Synchronization
 
-/// The one shared timer of the process: an lws timer on service thread 0 that fires at each
-/// whole wall-clock second, has the registry encode one tick per ride, and hands the batch
+/// The one shared timer of the process: an lws timer on service thread 0 (lws times it on
+/// CLOCK_MONOTONIC) that fires at each whole second of the process clock, has the registry encode one tick per ride, and hands the batch
 /// to every thread. So every message of one tick carries the same `seq` and `at`, however
 /// many rides and threads there are.
 final class Ticker: @unchecked Sendable {  // service thread 0 only
     private var schedule = TickSchedule(now: 0)
     private var lastPrune: UnixMillis = 0
+    /// Monotonic ms of the last tick (for /healthz, read from any thread).
+    let lastTick = Atomic<Int64>(0)
     unowned let hub: Hub
 
     init(hub: Hub) { self.hub = hub }
 
     func start(on shard: Shard) {
         schedule = TickSchedule(now: hub.clock.now())
+        lastTick.store(monotonicMillis(), ordering: .relaxed)
         arm(shard)
     }
 
@@ -37,6 +41,8 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         hub.metrics.lateness.observe(Double(now - at))
         hub.metrics.add(hub.metrics.tickRounds)
+        lastTick.store(monotonicMillis(), ordering: .relaxed)
+        Faults.tickRound(hub.metrics.tickRounds.load(ordering: .relaxed))
         // The other threads get their share inside the registry's lock, so a tick encoded
         // before a transition committed is in their mailboxes before that transition's push.
         let (batch, pushes, autoEnds) = hub.registry.tick(seq: seq, at: at) { batch, pushes in
@@ -51,6 +57,11 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         hub.registry.jobs.submit(autoEnds)
         for (live, frame) in pushes { shard.push(live, frame, except: nil) }
         shard.fanOut(batch)
+        if let c = hub.clock as? ClockReport {
+            for jump in c.takeSteps() {
+                Log.warn("wall clock stepped \(jump >= 0 ? "forward" : "back") by \(abs(jump)) ms; not followed: slewing at most \(SlewingClock.maxSlewPPM / 1000) ms per second (offset now \(c.offsetMillis) ms)")
+            }
+        }
         if at - lastPrune > 3_600_000 {
             lastPrune = at
             hub.registry.submit(.prune(before: hub.clock.now() - 24 * 3600 * 1000))

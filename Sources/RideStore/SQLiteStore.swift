@@ -1,3 +1,4 @@
+import Glibc
 import RideCore
 
 /// The embedded default store: one SQLite file in WAL mode. Every `commit` is one
@@ -6,6 +7,8 @@ public final class SQLiteStore: RideStore {
     public let path: String
     /// Internal so tests can poke at the file (e.g. cap its size to provoke SQLITE_FULL).
     let db: SQLiteConnection
+    /// Holds the file's flock (see `lock`); -1 once closed.
+    private var lockFD: Int32 = -1
 
     /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
     /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
@@ -14,16 +17,39 @@ public final class SQLiteStore: RideStore {
         self.path = path
         db = try SQLiteConnection(path: path)
         do {
+            lockFD = try Self.lock(path)
             try configureAndMigrate()
         } catch {
             db.close()
+            if lockFD >= 0 { Glibc.close(lockFD) }
             throw error
         }
     }
 
-    deinit { db.close() }
+    deinit { close() }
 
-    public func close() { db.close() }
+    public func close() {
+        db.close()
+        if lockFD >= 0 { Glibc.close(lockFD) }
+        lockFD = -1
+    }
+
+    /// One server per file: two would each keep their own rides in memory and diverge
+    /// silently. An exclusive flock, held while the store is open and released by the kernel
+    /// when the process dies (kill -9 included), so a restart never finds a stale lock.
+    private static func lock(_ path: String) throws(StoreError) -> Int32 {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError(.unavailable, "ride store \(path): cannot open to lock it (\(String(cString: strerror(errno))))") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            Glibc.close(fd)
+            if e == EWOULDBLOCK {
+                throw StoreError(.unavailable, "ride store \(path): another RidePush server is using this file; stop it or give this one another --store")
+            }
+            throw StoreError(.unavailable, "ride store \(path): cannot lock it (\(String(cString: strerror(e))))")
+        }
+        return fd
+    }
 
     // MARK: writes
 

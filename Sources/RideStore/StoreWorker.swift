@@ -103,6 +103,7 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             }
             faults.beforeCommit()
             do throws(StoreError) {
+                if faults.commitFails() { throw StoreError(.commitFailed, "injected I/O error at COMMIT (RIDEPUSH_TEST_FAIL_COMMITS_WHILE)") }
                 let results = try store.commit(batch)
                 commits.add(1, ordering: .relaxed)
                 writes.add(batch.count, ordering: .relaxed)
@@ -124,18 +125,29 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
 public struct StoreFaults: Sendable {
     /// While this file exists, every commit waits before it starts (a disk that stalls).
     public var stallWhileFileExists: String?
+    /// While this file exists, a commit fails as an I/O error at COMMIT would (fate unknown).
+    public var failWhileFileExists: String?
 
-    public init(stallWhileFileExists: String? = nil) {
+    public init(stallWhileFileExists: String? = nil, failWhileFileExists: String? = nil) {
         self.stallWhileFileExists = stallWhileFileExists
+        self.failWhileFileExists = failWhileFileExists
     }
 
-    /// `RIDEPUSH_TEST_STALL_COMMITS_WHILE=<path>` (tests only; unset in any deployment).
+    /// `RIDEPUSH_TEST_STALL_COMMITS_WHILE=<path>`, `RIDEPUSH_TEST_FAIL_COMMITS_WHILE=<path>`
+    /// (tests only; unset in any deployment).
     public static func fromEnvironment() -> StoreFaults {
-        StoreFaults(stallWhileFileExists: ProcessInfo.processInfo.environment["RIDEPUSH_TEST_STALL_COMMITS_WHILE"])
+        let env = ProcessInfo.processInfo.environment
+        return StoreFaults(stallWhileFileExists: env["RIDEPUSH_TEST_STALL_COMMITS_WHILE"],
+                           failWhileFileExists: env["RIDEPUSH_TEST_FAIL_COMMITS_WHILE"])
     }
 
     func beforeCommit() {
         guard let path = stallWhileFileExists else { return }
         while access(path, F_OK) == 0 { usleep(2_000) }
+    }
+
+    func commitFails() -> Bool {
+        guard let path = failWhileFileExists else { return false }
+        return access(path, F_OK) == 0
     }
 }

@@ -1,204 +1,334 @@
 import CLibWebSockets
 import Foundation
 import RideCore
+import RideProtocol
+import RidePushClient
+import Synchronization
 
 let rideUsage = """
 usage: ridepush ride start [--ride ID] [--plan PLAN] [--limit SECONDS]
-       ridepush ride pause|resume|end ID
+       ridepush ride pause|resume|get|share ID
+       ridepush ride end ID [--distance METRES]
        ridepush ride watch ID
 options:
   --url ws://HOST:PORT/ws   server (RIDEPUSH_URL, default ws://127.0.0.1:8080/ws); wss:// for TLS
-  --token TOKEN             bearer token (RIDEPUSH_TOKEN)
+  --token TOKEN             bearer token (RIDEPUSH_TOKEN). With `make run` it is the token= part
+                            of the page URL the server prints (it also prints this command ready
+                            to paste); otherwise make one with `ridepush token --control --sub RIDER`
+  --token-file PATH         read the token from PATH, again whenever it is about to expire or
+                            has expired (another process may renew the file)
+  --lang ko|en              output language (default: Korean when LANG starts with ko, else English)
+  --wait SECONDS            start/pause/resume/end/get/share: give up after this long (default 15)
   --insecure                with wss://, accept a self-signed certificate
   --help
 
-A device client over ride.v1 on libwebsockets' client side: start/pause/resume/end print the
-ride's state line and exit (0 on success, 1 on an error reply); watch prints one line per tick
-(e.g. `r-42 riding 3분 12초 1,040원`) until the ride ends.
+A device client on the RidePushClient SDK: requests are retried across reconnects with one
+request id (applied once); watch prints a line whenever the ride's figures change, keeps going
+through server restarts, and ends with the receipt.
 """
 
-/// One request over one connection, or a live watch. Service-thread only (the main thread
-/// runs the lws loop), so no lock.
-final class DeviceClient {
-    let request: [UInt8]
-    let watching: String?
-    var done = false
-    var status: Int32 = 0
-    var sent = false
+/// Everything the CLI prints, in one language per run.
+struct Words: Sendable {
+    let korean: Bool
 
-    init(request: [UInt8], watching: String?) {
-        self.request = request
-        self.watching = watching
+    init(flag: String?, environment: [String: String]) {
+        let lang = flag ?? environment["LC_ALL"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["LANG"] ?? ""
+        korean = lang.lowercased().hasPrefix("ko")
     }
 
-    func handle(_ text: [UInt8]) {
-        guard let msg = try? JSON.parse(text), let type = msg["type"]?.string else { return }
-        switch type {
-        case "error":
-            FileHandle.standardError.write(Data("error \(msg["code"]?.string ?? "?"): \(msg["message"]?.string ?? "")\n".utf8))
-            status = 1
-            done = true
-        case "state":
-            print(line(msg))
-            if let receipt = msg["receipt"], watching == nil || msg["state"]?.string == "ended" {
-                printReceipt(receipt)
+    func duration(_ s: Int64) -> String {
+        let h = s / 3600, m = s % 3600 / 60, sec = s % 60
+        if korean { return h > 0 ? "\(h)시간 \(m)분 \(sec)초" : "\(m)분 \(sec)초" }
+        return h > 0 ? "\(h)h \(m)m \(sec)s" : "\(m)m \(sec)s"
+    }
+
+    /// `1,040원` / `1,040 KRW`; other currencies in major units with their code.
+    func money(_ minor: Int64, _ currency: String) -> String {
+        if currency == "KRW" {
+            let digits = String(minor.magnitude)
+            var grouped = ""
+            for (i, c) in digits.enumerated() {
+                if i > 0, (digits.count - i) % 3 == 0 { grouped.append(",") }
+                grouped.append(c)
             }
-            if watching == nil || msg["state"]?.string == "ended" { done = true }
-        case "tick":
-            print(line(msg))
-        case "warning":
-            print("\(msg["ride"]?.string ?? "") \(msg["remaining"]?.int ?? 0)s left before the time limit")
-        default:
-            break
+            let sign = minor < 0 ? "-" : ""
+            return korean ? sign + grouped + "원" : sign + grouped + " KRW"
         }
-        fflush(nil)
+        guard let cur = Currency(code: currency) else { return "\(minor) \(currency)" }
+        return cur.decimal(minor) + " " + currency
     }
 
-    func line(_ m: JSON) -> String {
-        let ride = m["ride"]?.string ?? "?"
-        let state = m["state"]?.string ?? "?"
-        let elapsed = m["elapsed"]?.int ?? 0
-        let fare = m["fare"]?.int ?? 0
-        let currency = m["currency"]?.string ?? "KRW"
-        return "\(ride) \(state) \(koreanDuration(elapsed)) \(money(fare, currency))"
+    func state(_ s: RideState) -> String {
+        switch s {
+        case .riding: return korean ? "이용 중" : "riding"
+        case .paused: return korean ? "일시정지" : "paused"
+        case .ended: return korean ? "반납 완료" : "ended"
+        }
     }
 
-    func printReceipt(_ r: JSON) {
-        let currency = r["currency"]?.string ?? "KRW"
-        for l in r["lines"]?.array ?? [] {
-            let minutes = l["minutes"]?.int.map { " \($0)분" } ?? ""
-            print("  \(l["label"]?.string ?? "")\(minutes) \(money(l["amount"]?.int ?? 0, currency))")
+    /// `r-42 이용 중 3분 12초 · 1,040원 · 남은 시간 26분 48초`
+    func line(_ s: RideSnapshot) -> String {
+        var parts = ["\(s.ride) \(state(s.state)) \(duration(s.elapsed))", money(s.fare, s.currency)]
+        if s.state == .paused || s.paused > 0 {
+            parts.append(korean ? "일시정지 \(duration(s.paused))" : "paused \(duration(s.paused))")
         }
-        print("  total \(money(r["fare"]?.int ?? 0, currency)) (\(r["reason"]?.string ?? "rider"))")
+        if let r = s.remaining, s.state != .ended {
+            parts.append(korean ? "남은 시간 \(duration(r))" : "\(duration(r)) left")
+        }
+        return parts.joined(separator: " · ")
+    }
+
+    func warning(_ ride: String, _ remaining: Int64) -> String {
+        korean ? "\(ride) 시간 제한까지 \(duration(remaining)) 남았습니다" : "\(ride) \(duration(remaining)) left before the time limit"
+    }
+
+    func receipt(_ r: Receipt) -> [String] {
+        var out: [String] = []
+        for l in r.lines {
+            var label = l.label
+            if korean {
+                label = ["unlock": "잠금 해제", "riding": "주행", "distance": "거리", "pause": "일시정지",
+                         "cap": "상한 할인", "floor": "최소 요금 조정"][l.label] ?? l.label
+            }
+            if let m = l.minutes { label += korean ? " \(m)분" : " \(m) min" }
+            if let k = l.km { label += " \(k) km" }
+            out.append("  \(label) \(money(l.amount, r.currency))")
+        }
+        let reason: String
+        switch r.reason {
+        case "time_limit": reason = korean ? "시간 제한으로 종료" : "time limit reached"
+        case "pause_limit": reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
+        default: reason = korean ? "반납" : "returned by the rider"
+        }
+        out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  total \(money(r.fare, r.currency)) (\(reason))")
+        return out
+    }
+
+    func tokenHint(_ why: String) -> String {
+        korean
+            ? "서버가 토큰을 받지 않았습니다. --token TOKEN 또는 RIDEPUSH_TOKEN 으로 토큰을 주세요 (make run 이면 서버가 출력한 페이지 주소의 token= 부분, 아니면 ridepush token --control --sub RIDER)"
+            : "the server refused the connection: \(why). Give a token with --token TOKEN or RIDEPUSH_TOKEN (with make run it is the token= part of the page URL the server printed; otherwise ridepush token --control --sub RIDER)"
+    }
+
+    func error(_ e: ProtocolError, ride: String?) -> String {
+        guard korean else { return "error \(e.code.rawValue): \(e.message)" }
+        let r = ride ?? ""
+        switch e.code {
+        case .rideNotFound: return "오류: \(r) 대여가 없습니다"
+        case .invalidTransition: return "오류: 지금 상태에서는 할 수 없는 요청입니다 (\(r))"
+        case .conflict: return "오류: 이미 있는 대여 번호입니다 (\(r))"
+        case .forbidden: return "오류: 이 토큰으로는 할 수 없습니다 (\(r))"
+        case .planNotFound: return "오류: 없는 요금제입니다"
+        case .unavailable: return "오류: 서버가 지금 기록할 수 없습니다. 잠시 후 다시 시도하세요"
+        case .rateLimited: return "오류: 요청이 너무 많습니다. 잠시 후 다시 시도하세요"
+        case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .unauthorized:
+            return "오류 \(e.code.rawValue)"
+        }
+    }
+
+    func connection(_ s: ConnectionState, url: String) -> String? {
+        switch s {
+        case .waitingToReconnect(let delay, let reason):
+            let secs = String(format: "%.1f", Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+            let why: String
+            switch reason {
+            case .closedByServer(let code, _):
+                why = korean ? "서버가 연결을 닫음 (\(code))" : "closed by the server (\(code))"
+            case .cannotConnect(let text):
+                why = korean ? "\(url) 에 연결할 수 없음" : "cannot connect to \(url): \(text)"
+            case .silent: why = korean ? "3초 동안 응답 없음" : "nothing received for 3 s"
+            case .connectTimeout: why = korean ? "연결 시간 초과" : "connection timed out"
+            case .tokenUnavailable: why = korean ? "토큰을 얻지 못함" : "no token"
+            }
+            return korean ? "연결 끊김: \(why). \(secs)초 후 다시 연결합니다" : "disconnected: \(why); reconnecting in \(secs) s"
+        case .connected: return korean ? "연결됨: \(url)" : "connected to \(url)"
+        default: return nil
+        }
+    }
+
+    func gaveUp(_ url: String, seconds: Int, last: ConnectionState?) -> String {
+        if case .waitingToReconnect(_, .cannotConnect(let text))? = last {
+            return korean ? "\(url) 에 \(seconds)초 동안 연결할 수 없었습니다" : "cannot connect to \(url): \(text) (gave up after \(seconds) s)"
+        }
+        return korean ? "\(url) 에서 \(seconds)초 동안 답이 없었습니다" : "no answer from \(url) in \(seconds) s"
     }
 }
 
-func koreanDuration(_ s: Int64) -> String {
-    s >= 3600 ? "\(s / 3600)시간 \(s % 3600 / 60)분 \(s % 60)초" : "\(s / 60)분 \(s % 60)초"
-}
-
-/// `1,040원` for KRW; other currencies as minor units with their code.
-func money(_ minor: Int64, _ currency: String) -> String {
-    let digits = String(minor.magnitude)
-    var grouped = ""
-    for (i, c) in digits.enumerated() {
-        if i > 0, (digits.count - i) % 3 == 0 { grouped.append(",") }
-        grouped.append(c)
-    }
-    let sign = minor < 0 ? "-" : ""
-    if currency == "KRW" { return sign + grouped + "원" }
-    guard let cur = Currency(code: currency) else { return "\(minor) \(currency)" }
-    return cur.decimal(minor) + " " + currency
-}
-
-func deviceCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-                    _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
-    guard let wsi, let ctx = lws_get_context(wsi), let u = lws_context_user(ctx) else { return 0 }
-    let client = Unmanaged<DeviceClient>.fromOpaque(u).takeUnretainedValue()
-    switch reason {
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        lws_callback_on_writable(wsi)
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        if client.done { return -1 }
-        guard !client.sent else { return 0 }
-        client.sent = true
-        let pre = Int(clws_pre())
-        var buf = [UInt8](repeating: 0, count: pre) + client.request
-        let n = buf.withUnsafeMutableBufferPointer { lws_write(wsi, $0.baseAddress! + pre, $0.count - pre, LWS_WRITE_TEXT) }
-        if n < client.request.count { return -1 }
-    case LWS_CALLBACK_CLIENT_RECEIVE:
-        if let input { client.handle(Array(UnsafeRawBufferPointer(start: input, count: len))) }
-        if client.done { lws_callback_on_writable(wsi) }
-    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-        let why = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "unknown"
-        FileHandle.standardError.write(Data("cannot connect: \(why)\n".utf8))
-        client.status = 1
-        client.done = true
-    case LWS_CALLBACK_CLIENT_CLOSED:
-        if !client.done {
-            FileHandle.standardError.write(Data("connection closed by the server\n".utf8))
-            client.status = 1
-        }
-        client.done = true
-    default:
-        break
-    }
-    return 0
+/// Written from the client's tasks, read by the main thread after they finish.
+final class Outcome: Sendable {
+    let status = Mutex<Int32>(0)
+    let lastState = Mutex<ConnectionState?>(nil)
 }
 
 func rideCommand(_ args: [String]) -> Int32 {
     let a: Arguments
     do {
-        a = try Arguments(args, valued: ["--url", "--token", "--ride", "--plan", "--limit"], switches: ["--help", "-h", "--insecure"])
+        a = try Arguments(args, valued: ["--url", "--token", "--token-file", "--ride", "--plan", "--limit", "--distance", "--lang", "--wait"],
+                          switches: ["--help", "-h", "--insecure"])
     } catch { return fail("ride: \(error)") }
     if a.has("--help") || a.has("-h") || a.positional.isEmpty { print(rideUsage); return a.positional.isEmpty && !a.has("--help") ? 2 : 0 }
     let env = ProcessInfo.processInfo.environment
+    let words = Words(flag: a["--lang"], environment: env)
+    if let l = a["--lang"], l != "ko", l != "en" { return fail("ride: --lang must be ko or en") }
     let verb = a.positional[0]
-    var w = JSONWriter()
-    w.beginObject()
-    w.field("type", verb == "watch" ? "subscribe" : verb)
-    w.field("id", "cli-" + UUID().uuidString.lowercased())
-    switch verb {
-    case "start":
-        if let r = a["--ride"] { w.field("ride", r) }
-        if let p = a["--plan"] { w.field("plan", p) }
-        if let l = a["--limit"] {
-            guard let n = Int64(l), n > 0 else { return fail("ride start: --limit must be whole seconds") }
-            w.field("limit", n)
-        }
-    case "pause", "resume", "end", "watch":
-        guard a.positional.count == 2 else { return fail("ride \(verb): give the ride id, e.g. ridepush ride \(verb) r-42") }
-        w.field("ride", a.positional[1])
-    default:
-        return fail("ride: unknown action \(verb) (start, pause, resume, end, watch)")
+    guard ["start", "pause", "resume", "end", "get", "share", "watch"].contains(verb) else {
+        return fail("ride: unknown action \(verb) (start, pause, resume, end, get, share, watch)")
     }
-    w.endObject()
-
+    if verb != "start", a.positional.count != 2 {
+        return fail("ride \(verb): give the ride id, e.g. ridepush ride \(verb) r-42")
+    }
+    let ride = verb == "start" ? "" : a.positional[1]
+    let limit = a["--limit"].map { Int64($0) ?? 0 }
+    if let limit, limit <= 0 { return fail("ride start: --limit must be whole seconds") }
+    let distance = a["--distance"].map { Int64($0) ?? -1 }
+    if let distance, distance < 0 { return fail("ride end: --distance must be whole metres") }
+    let waitSeconds = Int(a["--wait"] ?? "15") ?? -1
+    guard waitSeconds > 0 else { return fail("ride: --wait must be whole seconds > 0") }
     let urlText = a["--url"] ?? env["RIDEPUSH_URL"] ?? "ws://127.0.0.1:8080/ws"
-    guard let url = URLComponents(string: urlText), let scheme = url.scheme, ["ws", "wss"].contains(scheme), let host = url.host else {
+    guard let url = URL(string: urlText), let scheme = url.scheme, ["ws", "wss"].contains(scheme), url.host != nil else {
         return fail("ride: --url \(urlText): expected ws://HOST:PORT/ws or wss://…")
     }
-    var path = url.path.isEmpty ? "/ws" : url.path
-    if let token = a["--token"] ?? env["RIDEPUSH_TOKEN"] { path += "?token=" + token }
-    let client = DeviceClient(request: w.bytes, watching: verb == "watch" ? a.positional[1] : nil)
-    let retained = Unmanaged.passRetained(client)
-    defer { retained.release() }
+    let token = a["--token"] ?? env["RIDEPUSH_TOKEN"]
+    let tokenFile = a["--token-file"]
+    if let f = tokenFile, (try? String(contentsOfFile: f, encoding: .utf8)) == nil {
+        return fail("ride: --token-file \(f): cannot read the file")
+    }
 
-    let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
-    protocols[0] = lws_protocols()
-    protocols[0].name = UnsafePointer(strdup("ride.v1"))
-    protocols[0].callback = deviceCallback
-    protocols[0].rx_buffer_size = 65536
-    protocols[1] = lws_protocols()
-    var info = lws_context_creation_info()
-    info.port = CONTEXT_PORT_NO_LISTEN
-    info.protocols = UnsafePointer(protocols)
-    info.user = retained.toOpaque()
-    if scheme == "wss" { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
-    guard let ctx = lws_create_context(&info) else { return fail("ride: could not create the client context") }
-    defer { lws_context_destroy(ctx) }
+    // The SDK reports every failure itself; lws's own log lines would only repeat them.
+    lws_set_log_level(0, nil)
+    signal(SIGPIPE, SIG_IGN)
+    exitOnInterrupt()
 
-    var ci = lws_client_connect_info()
-    ci.context = ctx
-    let port = url.port ?? (scheme == "wss" ? 443 : 80)
-    ci.port = Int32(port)
-    ci.address = UnsafePointer(strdup(host))
-    ci.path = UnsafePointer(strdup(path))
-    ci.host = UnsafePointer(strdup("\(host):\(port)"))
-    ci.origin = ci.host
-    ci.protocol = UnsafePointer(strdup("ride.v1"))
-    if scheme == "wss" {
-        ci.ssl_connection = Int32(LCCSCF_USE_SSL.rawValue)
-        if a.has("--insecure") {
-            ci.ssl_connection |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue)
+    var config = RidePushClient.Configuration()
+    config.transport = DefaultTransportFactory(allowSelfSigned: a.has("--insecure"))
+    let client = RidePushClient(url: url, configuration: config) {
+        guard let tokenFile else { return token }
+        let text = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
+    }
+    let outcome = Outcome()
+    let done = DispatchSemaphore(value: 0)
+    let watching = verb == "watch"
+
+    Task {
+        var lostOnce = false
+        for await s in client.connectionStates {
+            outcome.lastState.withLock { $0 = s }
+            guard watching else { continue }
+            if case .waitingToReconnect = s { lostOnce = true }
+            if case .connected = s, !lostOnce { continue }
+            if let line = words.connection(s, url: urlText) { printErr(line) }
         }
     }
-    guard lws_client_connect_via_info(&ci) != nil else { return fail("ride: cannot connect to \(urlText)") }
-    waitForSignals(then: { exit(130) })
-    while !client.done {
-        if lws_service(ctx, 0) < 0 { break }
+
+    Task {
+        defer { done.signal() }
+        do {
+            if watching {
+                try await watch(client, ride, words)
+            } else {
+                let reply: RideSnapshot? = try await withDeadline(seconds: waitSeconds) {
+                    switch verb {
+                    case "start": return try await client.start(ride: a["--ride"], plan: a["--plan"], limit: limit.map { .seconds($0) })
+                    case "pause": return try await client.pause(ride)
+                    case "resume": return try await client.resume(ride)
+                    case "end": return try await client.end(ride, distance: distance)
+                    case "get": return try await client.get(ride)
+                    default:
+                        let link = try await client.share(ride)
+                        print(absolute(link.url, from: url))
+                        return nil
+                    }
+                }
+                guard let snapshot = reply else { return }
+                print(words.line(snapshot))
+                if let r = snapshot.receipt { for l in words.receipt(r) { print(l) } }
+            }
+        } catch let e as RidePushError {
+            outcome.status.withLock { $0 = 1 }
+            switch e {
+            case .server(let pe) where pe.code == .unauthorized: printErr(words.tokenHint(pe.message))
+            case .server(let pe): printErr(words.error(pe, ride: ride.isEmpty ? a["--ride"] : ride))
+            case .closed(.unauthorized(let why)): printErr(words.tokenHint(why))
+            default: printErr("\(e)")
+            }
+        } catch is DeadlineExceeded {
+            outcome.status.withLock { $0 = 1 }
+            printErr(words.gaveUp(urlText, seconds: waitSeconds, last: outcome.lastState.withLock { $0 }))
+        } catch {
+            outcome.status.withLock { $0 = 1 }
+            printErr("\(error)")
+        }
+        fflush(nil)
     }
-    // Let the close go out.
-    for _ in 0..<3 { lws_service(ctx, -1) }
-    return client.status
+    done.wait()
+    client.close()
+    fflush(nil)
+    return outcome.status.withLock { $0 }
+}
+
+/// Prints one line whenever what a rider would see changes (ticks of a paused ride change
+/// only the pause time; a tick in the same second as the snapshot changes nothing).
+func watch(_ client: RidePushClient, _ ride: String, _ words: Words) async throws {
+    let feed = client.ride(ride)
+    var last = ""
+    for try await event in feed {
+        switch event {
+        case .state(let s), .ended(let s):
+            let line = words.line(s)
+            if line != last { print(line); last = line }
+            if case .ended = event, let r = s.receipt { for l in words.receipt(r) { print(l) } }
+        case .tick:
+            guard let s = feed.latest else { continue }
+            let line = words.line(s)
+            if line != last { print(line); last = line }
+        case .warning(let remaining):
+            print(words.warning(ride, remaining))
+        }
+        fflush(nil)
+    }
+}
+
+struct DeadlineExceeded: Error {}
+
+func withDeadline<T: Sendable>(seconds: Int, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw DeadlineExceeded()
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+/// The share reply's URL is relative to the page; the page is served where the WebSocket is.
+func absolute(_ relative: String, from ws: URL) -> String {
+    guard relative.hasPrefix("/"), var c = URLComponents(url: ws, resolvingAgainstBaseURL: false) else { return relative }
+    c.scheme = c.scheme == "wss" ? "https" : "http"
+    c.path = ""
+    c.query = nil
+    return (c.string ?? "") + relative
+}
+
+func printErr(_ s: String) {
+    FileHandle.standardError.write(Data((s + "\n").utf8))
+}
+
+/// Ctrl-C ends the command at once and quietly (exit 130), without a log line.
+func exitOnInterrupt() {
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGINT)
+    sigaddset(&set, SIGTERM)
+    pthread_sigmask(SIG_BLOCK, &set, nil)
+    let blocked = set
+    Thread.detachNewThread {
+        var s = blocked
+        var sig: Int32 = 0
+        sigwait(&s, &sig)
+        fflush(nil)
+        exit(sig == SIGINT ? 130 : 143)
+    }
 }

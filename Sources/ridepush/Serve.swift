@@ -11,11 +11,19 @@ usage: ridepush serve [options]
 Serves the page, /healthz, /metrics, /rides/{id}, /plans, /quote and the WebSocket
 protocol ride.v1 at /ws, on one port. Every option can also come from the environment.
 
-  --host ADDR              IPv4 address to bind (RIDEPUSH_HOST, default 127.0.0.1)
+  --host ADDR              address to bind: IPv4, IPv6 (::1, :: for every interface) or
+                           localhost (RIDEPUSH_HOST, default 127.0.0.1; 0.0.0.0: every IPv4 interface)
   --port N                 port, 0 picks a free one (RIDEPUSH_PORT, default 8080)
   --public DIR             the page's folder (RIDEPUSH_PUBLIC, default ./public)
-  --store PATH|memory      SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
-                           memory keeps rides only while the process runs
+  --store PATH|memory|postgresql://USER@HOST:PORT/DB
+                           SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
+                           memory keeps rides only while the process runs; a libpq URI
+                           shares one PostgreSQL store between nodes (deploy/README.md)
+  --create-store           make the SQLite store file if it does not exist (RIDEPUSH_CREATE_STORE=1);
+                           without it a missing file is refused, so a mistyped path cannot
+                           start an empty store
+  --store-password-file F  PostgreSQL password, first line of F (RIDEPUSH_STORE_PASSWORD_FILE;
+                           else from the URI, PGPASSFILE or ~/.pgpass)
   --plans FILE             GBFS system_pricing_plans.json with the fare plans (RIDEPUSH_PLANS)
   --auth jwt|none          jwt (default): tokens required; none: anyone may do anything
                            (RIDEPUSH_AUTH; refused with a non-loopback --host)
@@ -35,6 +43,8 @@ protocol ride.v1 at /ws, on one port. Every option can also come from the enviro
   --keepalive SECONDS      drop peers silent this long; ping at half (RIDEPUSH_KEEPALIVE, default 30)
   --handshake-timeout S    (default 10)
   --slow-consumer-lag S    disconnect a subscriber that has not read its ticks for S seconds (default 10)
+  --log-format text|json   text (default): libwebsockets' lines; json: one object per line
+                           with time, level, message and fields (RIDEPUSH_LOG_FORMAT)
   --allow-origin ORIGIN    allowed browser Origin (repeatable; RIDEPUSH_ALLOW_ORIGIN as a
                            comma-separated list; default: any)
   --help
@@ -44,9 +54,10 @@ func serveCommand(_ args: [String]) -> Int32 {
     let valued: Set<String> = ["--host", "--port", "--public", "--store", "--plans", "--auth", "--jwt-secret-file",
                                "--tls-cert", "--tls-key", "--threads", "--max-frame", "--max-subscriptions",
                                "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
-                               "--slow-consumer-lag", "--allow-origin"]
+                               "--slow-consumer-lag", "--allow-origin", "--log-format",
+                               "--store-password-file"]
     let a: Arguments
-    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy"]) } catch {
+    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy", "--create-store"]) } catch {
         return fail("serve: \(error)")
     }
     if a.has("--help") || a.has("-h") { print(serveUsage); return 0 }
@@ -61,6 +72,9 @@ func serveCommand(_ args: [String]) -> Int32 {
     }
     var c = ServerConfig()
     do throws(ServerError) {
+        let format = opt("--log-format", "RIDEPUSH_LOG_FORMAT") ?? "text"
+        guard let logFormat = Log.Format(rawValue: format) else { throw ServerError("--log-format \(format): expected text or json") }
+        Log.use(logFormat)
         c.host = opt("--host", "RIDEPUSH_HOST") ?? c.host
         c.port = try int("--port", "RIDEPUSH_PORT", c.port, min: 0, max: 65535)
         c.publicDir = opt("--public", "RIDEPUSH_PUBLIC") ?? c.publicDir
@@ -86,18 +100,19 @@ func serveCommand(_ args: [String]) -> Int32 {
         for f in [c.tlsCert, c.tlsKey].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: f) {
             throw ServerError("cannot read \(f) (TLS certificate or key)")
         }
-        if let path = opt("--plans", "RIDEPUSH_PLANS") {
-            guard let data = FileManager.default.contents(atPath: path) else { throw ServerError("--plans \(path): cannot read the file") }
-            do { c.plans = try GBFSPlans.load(Array(data)) } catch { throw ServerError("--plans \(path): \(error)") }
+        let plansPath = opt("--plans", "RIDEPUSH_PLANS")
+        if let path = plansPath {
+            let data = try readPlansFile(path)
+            do { c.plans = try GBFSPlans.load(data) } catch { throw ServerError("--plans \(path): \(error)") }
         }
         let authMode = opt("--auth", "RIDEPUSH_AUTH") ?? "jwt"
         var printToken: String?
         switch authMode {
         case "none":
-            guard c.host.hasPrefix("127.") || c.host == "localhost" else {
+            guard c.host.hasPrefix("127.") || c.host == "localhost" || c.host == "::1" || c.host == "[::1]" else {
                 throw ServerError("--auth none is refused with --host \(c.host): anyone on the network could end anyone's ride. Bind 127.0.0.1 or use tokens.")
             }
-            clws_log_warn("authentication is OFF (--auth none): anyone who can reach the port may start, end and watch any ride")
+            Log.warn("authentication is OFF (--auth none): anyone who can reach the port may start, end and watch any ride")
         case "jwt":
             let secret: [UInt8]
             do {
@@ -117,15 +132,33 @@ func serveCommand(_ args: [String]) -> Int32 {
         let store: RideStore
         if c.store == "memory" {
             store = MemoryStore()
+        } else if PostgresSettings.isURI(c.store) {
+            store = try openPostgres(c.store, passwordFile: opt("--store-password-file", "RIDEPUSH_STORE_PASSWORD_FILE"))
         } else {
+            let create = a.has("--create-store") || ["1", "true", "yes"].contains(env["RIDEPUSH_CREATE_STORE"] ?? "")
+            let parent = URL(fileURLWithPath: c.store).deletingLastPathComponent().path
+            if !create, !FileManager.default.fileExists(atPath: c.store), FileManager.default.fileExists(atPath: parent) {
+                throw ServerError("--store \(c.store): no such file. Check the path; to start a new, empty store there, add --create-store (RIDEPUSH_CREATE_STORE=1)")
+            }
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
         }
         let hub = try Hub(config: c, store: store, faults: .fromEnvironment())
         let scheme = c.tlsCert == nil ? "http" : "https"
-        let shown = c.host == "0.0.0.0" ? "127.0.0.1" : c.host
-        print("ridepush: serving \(scheme)://\(shown):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws, \(c.threads) threads, store \(c.store))")
+        // What is really bound; for every interface also where this machine reaches it.
+        let bound = hub.urlHost, shown = hub.localURLHost
+        print("ridepush: serving \(scheme)://\(bound):\(hub.port)/ (WebSocket \(scheme == "https" ? "wss" : "ws")://\(bound):\(hub.port)/ws, \(c.threads) threads, store \(PostgresSettings.redact(c.store)))")
+        if hub.listensEverywhere {
+            print("ridepush: listening on every \(bound == "0.0.0.0" ? "IPv4 " : "")interface; on this machine: \(scheme)://\(shown):\(hub.port)/")
+        }
+        print("ridepush: \(c.plans.count == 1 ? "plan" : "plans") \(plansPath.map { "from \($0)" } ?? "built in"): "
+              + c.plans.map { "\($0.id) \"\($0.displayName)\" \($0.currency.code)" }.joined(separator: ", "))
+        if logFormat == .json {  // the text format's stdout lines above already say it
+            Log.info("serving", ["url": .string("\(scheme)://\(bound):\(hub.port)/"), "threads": .int(Int64(c.threads)),
+                             "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
+        }
         if let t = printToken {
             print("ridepush: open \(scheme)://\(shown):\(hub.port)/?token=\(t)")
+            print("ridepush: device client: RIDEPUSH_TOKEN=\(t) \(CommandLine.arguments[0]) ride start --url \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws")
             print("ridepush: (no secret configured: a random one was made for this process; set RIDEPUSH_JWT_SECRET to keep tokens across restarts)")
         }
         fflush(nil)
@@ -152,8 +185,47 @@ func waitForSignals(then stop: @escaping @Sendable () -> Void) {
         var s = blocked
         var sig: Int32 = 0
         sigwait(&s, &sig)
-        clws_log_user("signal \(sig): closing connections")
+        Log.info("signal \(sig): closing connections", ["signal": .int(Int64(sig))])
         stop()
+    }
+}
+
+/// The plans file's bytes, or why not in words: missing, a directory, not readable.
+func readPlansFile(_ path: String) throws(ServerError) -> [UInt8] {
+    var isDir: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
+        throw ServerError("--plans \(path): no such file (give the path of a GBFS system_pricing_plans.json; see plans.example.json)")
+    }
+    if isDir.boolValue {
+        throw ServerError("--plans \(path): is a directory; give the path of the JSON file in it (e.g. \(path.hasSuffix("/") ? path : path + "/")system_pricing_plans.json)")
+    }
+    guard let f = fopen(path, "r") else {
+        let why = errno == EACCES ? "permission denied (the server runs as uid \(getuid()))" : String(cString: strerror(errno))
+        throw ServerError("--plans \(path): cannot open the file: \(why)")
+    }
+    defer { fclose(f) }
+    var out = [UInt8]()
+    var buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&buf, 1, buf.count, f)
+        if n > 0 { out += buf[0..<n] }
+        if n < buf.count { break }
+        // A pricing file is kilobytes; refuse a mistaken multi-megabyte one before parsing it.
+        guard out.count <= 4 << 20 else { throw ServerError("--plans \(path): larger than 4 MiB; is it the right file?") }
+    }
+    if ferror(f) != 0 { throw ServerError("--plans \(path): cannot read the file: \(String(cString: strerror(errno)))") }
+    return out
+}
+
+/// The PostgreSQL store named by a `--store` URI: connects (every failure names the URI with
+/// its password hidden), creates or upgrades the schema.
+func openPostgres(_ uri: String, passwordFile: String?) throws(ServerError) -> RideStore {
+    var settings = PostgresSettings(uri: uri)
+    do throws(StoreError) {
+        if let passwordFile { settings.password = try PostgresSettings.password(fromFile: passwordFile) }
+        return try PostgresStore(settings)
+    } catch {
+        throw ServerError("--store: \(error.message)")
     }
 }
 

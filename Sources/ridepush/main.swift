@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideBench
+import RidePushServer
 
 let usage = """
 ridepush — live ride push server
@@ -13,6 +14,7 @@ usage:
   ridepush ride watch ID [--url …] [--token T]
   ridepush token [--watch|--control] [--ride ID] [--sub RIDER] [--ops] [--ttl 2h]
   ridepush bench --url ws://127.0.0.1:8080/ws -n CLIENTS ...
+  ridepush --version
 
 Each command takes --help.
 """
@@ -31,6 +33,7 @@ case "token":
     }
     status = code
 case "bench": status = benchMain(arguments: rest)
+case "--version", "version": print("ridepush \(BuildInfo.version) (commit \(BuildInfo.commit))"); status = 0
 case "--help", "-h", "help": print(usage); status = 0
 default:
     FileHandle.standardError.write(Data("ridepush: unknown command \(argv[1])\n\n\(usage)\n".utf8))

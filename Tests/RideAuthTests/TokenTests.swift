@@ -178,6 +178,20 @@ final class TokenTests: XCTestCase {
             TokenClaims(sub: "b", scope: .watch, ops: true))
     }
 
+    /// Header and payload go through RideCore's parser (no JSONSerialization): its depth
+    /// bound and its number rules apply to tokens too.
+    func testTokenJSONIsRideCoresParser() {
+        let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
+        let nested = #"{"sub":"a","scope":"watch","x":\#(deep)}"#
+        XCTAssertEqual(refusal(signer.sign(headerJSON: hs256Header, payloadJSON: nested)),
+                       TokenError(.malformed, "token payload is not a JSON object"))
+        XCTAssertEqual(refusal(signer.sign(headerJSON: #"{"alg":"HS256","x":\#(deep)}"#, payloadJSON: #"{"sub":"a","scope":"watch"}"#)),
+                       TokenError(.malformed, "token header is not a JSON object"))
+        // A number JSONSerialization would have rounded into an Int64 (1.0) is not whole seconds.
+        XCTAssertEqual(refusal(signer.sign(headerJSON: hs256Header, payloadJSON: #"{"sub":"a","scope":"watch","exp":1700000100.0}"#))?.kind,
+                       .invalidClaims)
+    }
+
     // MARK: malformed input
 
     func testMalformedSegmentCount() {

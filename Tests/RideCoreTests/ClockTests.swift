@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 @testable import RideCore
+import RideProtocol
 
 /// Clocks, the whole-second schedule, and the tick progression the hub relies on: with the
 /// clock advanced by exactly one second per tick, every tick shows one more second of riding.

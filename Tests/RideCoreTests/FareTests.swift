@@ -1,5 +1,6 @@
 import Testing
 @testable import RideCore
+import RideProtocol
 
 // Fare tables: every figure is an exact integer of minor units, worked out by hand from the
 // plan and the decided rules (an interval is billed once riding time is strictly past its

@@ -402,7 +402,7 @@ struct GBFSRefusalTests {
         Malformed("last_updated of the wrong type", document: #"{"last_updated":true,"data":{"plans":[]}}"#,
                   #"system_pricing_plans: last_updated: must be a POSIX integer or an RFC 3339 string (got true)"#),
         Malformed("not JSON", document: #"{"data": {"plans": [}"#,
-                  #"system_pricing_plans: invalid JSON at byte 20: expected a value"#),
+                  #"system_pricing_plans: invalid JSON at line 1, column 21: expected a value"#),
         Malformed("top level not an object", document: "[]",
                   #"system_pricing_plans: must be a JSON object (got an array)"#),
     ])

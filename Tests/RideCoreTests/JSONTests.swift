@@ -126,6 +126,18 @@ final class JSONTests: XCTestCase {
         XCTAssertEqual(refusal("[1,]")?.description, "invalid JSON at byte 3: expected a value")
     }
 
+    func testErrorLocatedAsLineAndColumnForAFile() {
+        let text = Array("{\n  \"a\": 1,\n  \"b\": ]\n}".utf8)
+        do {
+            _ = try JSON.parse(text)
+            XCTFail("parsed")
+        } catch {
+            XCTAssertEqual(error.offset, 19)
+            XCTAssertEqual(error.located(in: text), "invalid JSON at line 3, column 8: expected a value")
+        }
+        XCTAssertEqual(JSON.ParseError(offset: 0, reason: "x").located(in: []), "invalid JSON at line 1, column 1: x")
+    }
+
     // MARK: nesting
 
     func testNestingUpTo32LevelsAndNoDeeper() {

@@ -1,5 +1,6 @@
 import XCTest
 @testable import RideCore
+import RideProtocol
 
 /// The ride engine against a `ManualClock` advanced by hand: exact elapsed, pause and fare at
 /// chosen instants, every transition the state machine allows or refuses, auto-end, replay.

@@ -2,6 +2,7 @@ import XCTest
 import CLibWebSockets
 import RideAuth
 @testable import RideCore
+import RideProtocol
 @testable import RidePushServer
 
 /// One connection's protocol logic without a socket: messages in, actions out.

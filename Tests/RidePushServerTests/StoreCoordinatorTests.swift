@@ -1,6 +1,7 @@
 import XCTest
 import CLibWebSockets
 @testable import RideCore
+import RideProtocol
 @testable import RidePushServer
 import RideStore
 
@@ -126,5 +127,25 @@ final class StoreCoordinatorTests: XCTestCase {
         XCTAssertEqual(h.registry.snapshot(live).state, .ended)
         guard case .found(7, _, nil, nil) = h.events[1][1] else { return XCTFail("\(h.events[1])") }
         XCTAssertNotNil(h.registry.find("old"), "kept in memory for the next reader")
+    }
+
+    /// Issue 15 item 8, by construction: the ticker hands other threads their tick, and the
+    /// store thread its replies and pushes, with the registry's view locked. So a tick encoded
+    /// before a transition is in every mailbox before that transition's push.
+    func testTicksAndTransitionPushesArePostedUnderTheSameLock() throws {
+        let h = Harness(ManualClock(t0))
+        var lockedDuringDelivery: [Bool] = []
+        h.coordinator = StoreCoordinator(book: RideBook(plans: [.standard]), registry: h.registry, clock: h.clock, metrics: Metrics()) {
+            [registry = h.registry] _, _ in lockedDuringDelivery.append(registry.view.withLockIfAvailable { _ in } == nil)
+        }
+        h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
+        h.request(.command(.end, ride: "r", metres: nil))
+        XCTAssertEqual(lockedDuringDelivery, [true, true, true])
+        h.request(.start(ride: "s", plan: nil, limit: nil, owner: nil))
+        var lockedDuringPost = false
+        _ = h.registry.tick(seq: 1, at: t0 + 1_000) { _, _ in
+            lockedDuringPost = h.registry.view.withLockIfAvailable { _ in } == nil
+        }
+        XCTAssertTrue(lockedDuringPost)
     }
 }

@@ -165,6 +165,16 @@ final class SQLiteFileTests: XCTestCase {
         }
     }
 
+    /// Issue 15 item 6: a second server on the same file is refused, naming it.
+    func testASecondStoreOnTheSameFileIsRefusedUntilTheFirstCloses() throws {
+        let first = try SQLiteStore(path: path)
+        let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertEqual(e?.message, "ride store \(path): another RidePush server is using this file; stop it or give this one another --store")
+        first.close()
+        try SQLiteStore(path: path).close()
+    }
+
     func testFullDiskFailsTheCallAndWritesNothing() throws {
         let store = try SQLiteStore(path: path)
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)

@@ -1,3 +1,5 @@
+import RideCore
+
 /// Encoders for server → client messages of ride.v1. Each returns the frame's bytes after
 /// `prefix` spare bytes (libwebsockets writes its frame header in front: LWS_PRE).
 public enum ServerMessages {
@@ -58,7 +60,7 @@ public enum ServerMessages {
         w.field("paused", f.paused)
         w.field("fare", f.fare)
         w.field("currency", plan.currency.code)
-        if let r = f.remaining { w.field("remaining", r) }
+        if let r = f.remaining, ride.state != .ended { w.field("remaining", r) }  // nothing is left of an ended ride
     }
 
     static func rideBody(_ w: inout JSONWriter, ride: Ride, plan: FarePlan, at: UnixMillis) {

@@ -1,3 +1,5 @@
+import RideCore
+
 /// Error codes of protocol ride.v1 (README lists what each means).
 public enum ErrorCode: String, Sendable, Equatable {
     case badRequest = "bad_request"
@@ -44,20 +46,29 @@ public enum ClientMessage: Sendable, Equatable {
         default: return false
         }
     }
+
+    /// Whether the message counts against the per-connection control rate: a quote costs
+    /// CPU like a command, so it is limited the same way.
+    public var isRateLimited: Bool {
+        if case .quote = self { return true }
+        return isControl
+    }
 }
 
 public struct ClientEnvelope: Sendable, Equatable {
     public var id: String?
     public var message: ClientMessage
+    public init(id: String?, message: ClientMessage) {
+        self.id = id
+        self.message = message
+    }
 }
 
 public enum ClientCodec {
     public static let maxIDLength = 64
     public static let maxRideIDLength = 64
-    /// Largest value of an integer field (limit, seconds, paused, distance): ~31 years of
-    /// seconds or a million km. Far beyond any ride, and small enough that no fare or instant
-    /// computed from it can overflow Int64 (which would trap and take the server down).
-    public static let maxIntValue: Int64 = 1_000_000_000
+    /// Largest value of an integer field (limit, seconds, paused, distance): see InputBounds.
+    public static let maxIntValue: Int64 = InputBounds.maxQuantity
 
     /// Decodes one text frame. Errors carry the request id when it could be read.
     public static func decode(_ bytes: some Collection<UInt8>) -> Result<ClientEnvelope, ProtocolError> {

@@ -1,0 +1,235 @@
+import RideCore
+
+/// The server → client messages of ride.v1 as values: what a client decodes, and what the
+/// golden examples (protocol/examples/server) round-trip through. The server itself writes
+/// the same bytes from its ride and plan (`ServerMessages`); tests hold the two equal.
+public enum ServerMessage: Sendable, Equatable {
+    case state(RideSnapshot, id: String?)
+    case tick(RideTick)
+    case warning(ride: String, remaining: Int64)
+    case unsubscribed(ride: String, id: String?)
+    case quote(QuoteReply, id: String?)
+    case share(ShareLink, id: String?)
+    case authenticated(sub: String?, scope: String?, id: String?)
+    case error(ProtocolError)
+
+    /// The id of the request this message answers, if it is a reply.
+    public var id: String? {
+        switch self {
+        case .state(_, let id), .unsubscribed(_, let id), .quote(_, let id), .share(_, let id), .authenticated(_, _, let id):
+            return id
+        case .error(let e): return e.id
+        case .tick, .warning: return nil
+        }
+    }
+
+    /// The `type` field: one of the types in protocol/examples/server.
+    public var type: String {
+        switch self {
+        case .state: return "state"
+        case .tick: return "tick"
+        case .warning: return "warning"
+        case .unsubscribed: return "unsubscribed"
+        case .quote: return "quote"
+        case .share: return "share"
+        case .authenticated: return "authenticated"
+        case .error: return "error"
+        }
+    }
+}
+
+/// The ride as a `state` message shows it: the reply to every ride request and the push on
+/// every transition. A feed keeps its latest one, with each tick's figures folded in.
+public struct RideSnapshot: Sendable, Equatable {
+    public var ride: String
+    public var state: RideState
+    /// Whole seconds of riding and of pause, as billed.
+    public var elapsed: Int64
+    public var paused: Int64
+    /// Minor units of `currency` (KRW: won).
+    public var fare: Int64
+    public var currency: String
+    /// Seconds left before the time limit, when the ride has one.
+    public var remaining: Int64?
+    /// Unix milliseconds the figures stand for.
+    public var at: Int64
+    public var limit: Int64?
+    public var startedAt: Int64
+    public var endedAt: Int64?
+    public var owner: String?
+    public var plan: PlanSummary
+    /// Set once the ride has ended.
+    public var receipt: Receipt?
+
+    public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
+                remaining: Int64? = nil, at: Int64, limit: Int64? = nil, startedAt: Int64, endedAt: Int64? = nil,
+                owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil) {
+        self.ride = ride
+        self.state = state
+        self.elapsed = elapsed
+        self.paused = paused
+        self.fare = fare
+        self.currency = currency
+        self.remaining = remaining
+        self.at = at
+        self.limit = limit
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.owner = owner
+        self.plan = plan
+        self.receipt = receipt
+    }
+
+    /// This snapshot with a tick's figures, the tick being of this ride.
+    public func applying(_ t: RideTick) -> RideSnapshot {
+        var s = self
+        s.state = t.state
+        s.elapsed = t.elapsed
+        s.paused = t.paused
+        s.fare = t.fare
+        s.currency = t.currency
+        s.remaining = t.remaining
+        s.at = t.at
+        return s
+    }
+}
+
+/// `{"type":"tick",…}`: once a second per ride, the same `seq` and `at` for every ride of one tick.
+public struct RideTick: Sendable, Equatable {
+    public var ride: String
+    public var state: RideState
+    public var elapsed: Int64
+    public var paused: Int64
+    public var fare: Int64
+    public var currency: String
+    public var remaining: Int64?
+    public var seq: Int64
+    public var at: Int64
+
+    public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
+                remaining: Int64? = nil, seq: Int64, at: Int64) {
+        self.ride = ride
+        self.state = state
+        self.elapsed = elapsed
+        self.paused = paused
+        self.fare = fare
+        self.currency = currency
+        self.remaining = remaining
+        self.seq = seq
+        self.at = at
+    }
+}
+
+/// The rate line of a plan ("기본 500원 + 분당 180원"), amounts in minor units.
+public struct PlanSummary: Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var currency: String
+    /// The unlock price.
+    public var price: Int64
+    public var perMinute: [FareSegment]
+    /// `completed` or `started` minutes (BillingRule).
+    public var billing: String
+    public var pauseRate: Int64?
+    public var cap: FareCap?
+
+    public init(id: String, name: String, currency: String, price: Int64, perMinute: [FareSegment], billing: String,
+                pauseRate: Int64? = nil, cap: FareCap? = nil) {
+        self.id = id
+        self.name = name
+        self.currency = currency
+        self.price = price
+        self.perMinute = perMinute
+        self.billing = billing
+        self.pauseRate = pauseRate
+        self.cap = cap
+    }
+}
+
+/// What an ended ride cost; the lines add up to `fare`.
+public struct Receipt: Sendable, Equatable {
+    public var elapsed: Int64
+    public var paused: Int64
+    public var fare: Int64
+    public var currency: String
+    public var startedAt: Int64
+    public var endedAt: Int64?
+    /// `rider`, `time_limit` or `pause_limit`.
+    public var reason: String
+    /// Metres, when the end carried a distance.
+    public var distance: Int64?
+    public var lines: [FareLine]
+
+    public init(elapsed: Int64, paused: Int64, fare: Int64, currency: String, startedAt: Int64, endedAt: Int64?,
+                reason: String, distance: Int64? = nil, lines: [FareLine]) {
+        self.elapsed = elapsed
+        self.paused = paused
+        self.fare = fare
+        self.currency = currency
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.reason = reason
+        self.distance = distance
+        self.lines = lines
+    }
+}
+
+/// One line of a receipt or quote as sent: `label` is `unlock`, `riding`, `distance`, `pause`,
+/// `cap` or `floor` (kept as text so a newer server's label does not fail the whole message).
+public struct FareLine: Sendable, Equatable {
+    public var label: String
+    public var segment: Int64?
+    public var minutes: Int64?
+    public var km: Int64?
+    public var amount: Int64
+
+    public init(label: String, segment: Int64? = nil, minutes: Int64? = nil, km: Int64? = nil, amount: Int64) {
+        self.label = label
+        self.segment = segment
+        self.minutes = minutes
+        self.km = km
+        self.amount = amount
+    }
+}
+
+public struct QuoteReply: Sendable, Equatable {
+    public var plan: String
+    public var seconds: Int64
+    public var paused: Int64
+    public var fare: Int64
+    public var currency: String
+    public var lines: [FareLine]
+
+    public init(plan: String, seconds: Int64, paused: Int64, fare: Int64, currency: String, lines: [FareLine]) {
+        self.plan = plan
+        self.seconds = seconds
+        self.paused = paused
+        self.fare = fare
+        self.currency = currency
+        self.lines = lines
+    }
+}
+
+/// A watch-only link for one ride (`url` is relative to the server's page, `token` empty when
+/// the server runs without auth).
+public struct ShareLink: Sendable, Equatable {
+    public var ride: String
+    public var url: String
+    public var token: String
+
+    public init(ride: String, url: String, token: String) {
+        self.ride = ride
+        self.url = url
+        self.token = token
+    }
+}
+
+/// Close codes the server sends (protocol/examples/close-codes.json) and what a client does.
+public enum CloseCode {
+    public static let goingAway: UInt16 = 1001
+    public static let policyViolation: UInt16 = 1008
+    public static let slowConsumer: UInt16 = 4008
+    public static let unauthorized: UInt16 = 4401
+    /// Every code above. 4401 alone is not worth a plain retry: the token must change first.
+    public static let sent: [UInt16] = [goingAway, policyViolation, slowConsumer, unauthorized]
+}

@@ -1,0 +1,70 @@
+import RideCore
+import RideProtocol
+
+/// What a ride feed yields. After every (re)subscribe the first event is `.state` with the
+/// server's fresh snapshot; figures never step back to an older `at`.
+public enum RideEvent: Sendable, Equatable {
+    /// The ride as it is now: the snapshot after subscribing, or a transition (pause, resume).
+    case state(RideSnapshot)
+    /// Once a second while the ride is riding or paused.
+    case tick(RideTick)
+    /// Seconds left before the time limit (at 5 minutes and at 1 minute).
+    case warning(remaining: Int64)
+    /// The ride ended; the snapshot carries the receipt. The feed finishes after it.
+    case ended(RideSnapshot)
+}
+
+/// The connection as the client sees it, yielded by `RidePushClient.connectionStates`.
+public enum ConnectionState: Sendable, Equatable {
+    /// Nothing asked for yet: the client connects on first use.
+    case idle
+    /// Opening the WebSocket and authenticating; `attempt` counts failures since the last stable connection.
+    case connecting(attempt: Int)
+    case connected
+    /// Disconnected; the next attempt starts after `delay`.
+    case waitingToReconnect(delay: Duration, reason: DisconnectReason)
+    /// `suspend()` was called; `resume()` reconnects.
+    case suspended
+    /// For good: nothing more will be sent or received.
+    case closed(ClosedReason)
+}
+
+/// Why a connection was lost (the client reconnects).
+public enum DisconnectReason: Sendable, Equatable {
+    /// The server closed the WebSocket (1001 restart, 4008 slow consumer, 1006 no close frame, …).
+    case closedByServer(code: UInt16, reason: String)
+    /// The connection could not be opened (refused, DNS, TLS); the text names the URL.
+    case cannotConnect(String)
+    /// A ticking ride sent nothing for the watchdog interval (3 s).
+    case silent
+    /// The WebSocket was not open and authenticated within the connect timeout.
+    case connectTimeout
+    /// The token provider threw.
+    case tokenUnavailable(String)
+}
+
+/// Why the client stopped for good.
+public enum ClosedReason: Sendable, Equatable {
+    /// The token was refused as invalid, or a fresh token from the provider was refused too.
+    case unauthorized(String)
+    /// `close()` was called.
+    case closedByClient
+}
+
+public enum RidePushError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The server answered the request with an error (`ride_not_found`, `invalid_transition`, …).
+    case server(ProtocolError)
+    /// The client closed for good before the answer came.
+    case closed(ClosedReason)
+    /// The server answered with a message of another type than the request expects.
+    case unexpectedReply(String)
+
+    public var description: String {
+        switch self {
+        case .server(let e): return "\(e.code.rawValue): \(e.message)"
+        case .closed(.unauthorized(let why)): return "unauthorized: \(why)"
+        case .closed(.closedByClient): return "the client was closed"
+        case .unexpectedReply(let t): return "unexpected reply \(t)"
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import RideCore
+import RideStore
+
+/// Turns what other nodes wrote into changes of this node's rides, on the store worker's
+/// thread between groups (so the book has no undecided changes and nothing races it).
+///
+/// Two inputs, both only reasons to read: NOTIFY hints (`ride:seq`, read at once for that
+/// ride) and the periodic catch-up read of the whole journal after a cursor, which catches
+/// whatever a lost notification or a reconnect missed. Entries are applied by per-ride seq,
+/// so reading one twice (a hint and the catch-up, or this node's own commits) does nothing.
+struct ClusterCatchUp {
+    /// One ride after one entry written elsewhere, in the order they apply.
+    struct Update: Equatable {
+        let entry: RideBook.Entry
+        var isStart: Bool { entry.seq == 1 }
+    }
+
+    /// Where the catch-up read stands; taken before the open rides are loaded at start, so
+    /// nothing committed in between is missed.
+    var cursor: JournalCursor
+    /// Most entries one catch-up reads before letting the worker's queue go on.
+    let pageSize: Int
+    let maxPages: Int
+
+    init(cursor: JournalCursor, pageSize: Int = 1_000, maxPages: Int = 20) {
+        self.cursor = cursor
+        self.pageSize = pageSize
+        self.maxPages = maxPages
+    }
+
+    /// The updates for `hints` (ride → highest seq announced) and, when `full`, for the
+    /// journal after the cursor. `rides` is the book's view (the last seq applied per ride).
+    mutating func collect(hints: [String: Int64], full: Bool, rides: [String: RideBook.Entry],
+                          store: RideStore & SharedJournal) throws(StoreError) -> [Update] {
+        var pending: [FeedEntry] = []
+        for (ride, seq) in hints.sorted(by: { $0.key < $1.key }) {
+            let known = rides[ride]?.seq ?? 0
+            if seq > known { pending += try store.entries(ride: ride, after: known) }
+        }
+        if full {
+            for _ in 0..<maxPages {
+                let page = try store.feed(after: cursor, limit: pageSize)
+                pending += page.entries
+                cursor = page.cursor
+                if page.entries.count < pageSize { break }
+            }
+        }
+        return try merge(pending, rides: rides, store: store)
+    }
+
+    /// Applies entries in per-ride seq order on top of `rides`. An entry past a gap (or a
+    /// ride first seen mid-journal) reloads the ride from the store instead of guessing.
+    func merge(_ entries: [FeedEntry], rides: [String: RideBook.Entry], store: RideStore) throws(StoreError) -> [Update] {
+        var current = rides
+        var out: [Update] = []
+        // Stable by (ride, seq): the journal order interleaves rides; one ride's entries may
+        // even come out of seq order (transaction ids are not commit order).
+        let sorted = entries.enumerated().sorted { a, b in
+            (a.element.ride, a.element.seq, a.offset) < (b.element.ride, b.element.seq, b.offset)
+        }.map(\.element)
+        for e in sorted {
+            if let cur = current[e.ride] {
+                if e.seq <= cur.seq { continue }
+                if e.seq == cur.seq + 1, case .success(let next) = cur.ride.applying(e.entry.transition) {
+                    let u = RideBook.Entry(ride: next, seq: e.seq)
+                    current[e.ride] = u
+                    out.append(Update(entry: u))
+                    continue
+                }
+            } else if e.seq == 1, case .start(let at) = e.entry.transition {
+                let u = RideBook.Entry(ride: Ride(id: e.ride, planID: e.planID, owner: e.owner, limit: e.limit, startedAt: at), seq: 1)
+                current[e.ride] = u
+                out.append(Update(entry: u))
+                continue
+            } else if case .end = e.entry.transition {
+                continue  // an ended ride this node does not hold needs nothing (read on demand)
+            }
+            guard let stored = try store.ride(e.ride), stored.seq > (current[e.ride]?.seq ?? 0) else { continue }
+            let u = RideBook.Entry(ride: stored.ride, seq: stored.seq)
+            current[e.ride] = u
+            out.append(Update(entry: u))
+        }
+        return out
+    }
+}

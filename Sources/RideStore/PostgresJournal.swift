@@ -1,0 +1,339 @@
+import RideCore
+
+/// A journal entry as a node's catch-up read returns it: the ride's fixed fields travel with
+/// it, so a node that never saw the ride's start can still build the ride.
+public struct FeedEntry: Sendable, Equatable {
+    public let entry: JournalEntry
+    public let planID: String
+    public let owner: String?
+    public let limit: Int64?
+
+    public init(_ entry: JournalEntry, planID: String, owner: String?, limit: Int64?) {
+        self.entry = entry
+        self.planID = planID
+        self.owner = owner
+        self.limit = limit
+    }
+
+    public var ride: String { entry.ride }
+    public var seq: Int64 { entry.seq }
+}
+
+/// Where a node's catch-up read of the whole journal stands: the (transaction id, position)
+/// of the last entry read, in the order of `ridepush.journal_feed`.
+public struct JournalCursor: Sendable, Equatable, Comparable, CustomStringConvertible {
+    public let txid: Int64
+    public let position: Int64
+
+    public init(txid: Int64, position: Int64) {
+        self.txid = txid
+        self.position = position
+    }
+
+    public static func < (a: JournalCursor, b: JournalCursor) -> Bool {
+        (a.txid, a.position) < (b.txid, b.position)
+    }
+
+    public var description: String { "\(txid)/\(position)" }
+}
+
+/// The NOTIFY channel every node listens on. The payload is `<ride id>:<seq>` (a ride id is
+/// at most 64 bytes, far under NOTIFY's 8,000-byte limit); it is only a hint to read.
+public let journalChannel = "ridepush"
+
+/// The store's SQL, as functions over a connection, independent of how the server calls the
+/// store. Writes run inside the transaction of a `commit`; each costs one statement (one
+/// round trip), and a refused write leaves nothing behind without raising an error, so the
+/// batch's transaction goes on.
+enum PostgresJournal {
+    /// What a ride row holds for checking an append.
+    struct RideRow: Equatable {
+        var lastSeq: Int64
+        var state: RideState
+    }
+
+    // MARK: writes
+
+    /// Locks the rows of `ids` that exist, in id order, and returns them. Taking every lock of
+    /// a batch up front and in one order means two nodes' batches never deadlock; under READ
+    /// COMMITTED a row another node is writing is read once that node commits, so the checks
+    /// made against these rows hold until this transaction ends.
+    static func lockRides(_ c: PostgresConnection, _ ids: [String], label: String) throws(PostgresError) -> [String: RideRow] {
+        guard !ids.isEmpty else { return [:] }
+        let sorted = Array(Set(ids)).sorted()
+        let r = try c.query("""
+            SELECT id, last_seq, state FROM ridepush.rides WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
+            """, [.text(arrayLiteral(sorted))])
+        var out: [String: RideRow] = [:]
+        for i in 0..<r.count {
+            guard let seq = r.int(i, 1), let state = RideState(rawValue: r.text(i, 2)) else {
+                throw PostgresError(.value, "ride \(r.text(i, 0)) has an unreadable seq or state '\(r.text(i, 2))'")
+            }
+            out[r.text(i, 0)] = RideRow(lastSeq: seq, state: state)
+        }
+        return out
+    }
+
+    enum Outcome: Equatable { case written, idExists, replyExists }
+
+    /// Creates the ride row and its start entry (seq 1), records `reply` and notifies; or
+    /// writes nothing.
+    static func create(_ c: PostgresConnection, _ new: NewRide, reply: ReplyRecord?) throws(PostgresError) -> Outcome {
+        // The ride row first: its insert waits for a concurrent insert of the same id (another
+        // node's start) and then does nothing. The reply depends on the row, the entry on both.
+        let r = try c.query("""
+            WITH r AS (
+                INSERT INTO ridepush.rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
+                VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::bigint, NULL, 1, 'riding')
+                ON CONFLICT (id) DO NOTHING RETURNING id),
+            p AS (
+                INSERT INTO ridepush.replies (scope, id, request, bytes, at)
+                SELECT $6::bytea, $7::bytea, $8::text, $9::bytea, $10::bigint FROM r WHERE $6::bytea IS NOT NULL
+                ON CONFLICT DO NOTHING RETURNING 1),
+            j AS (
+                INSERT INTO ridepush.journal (ride_id, seq, kind, at)
+                SELECT id, 1, 'start', $5::bigint FROM r WHERE $6::bytea IS NULL OR EXISTS (SELECT FROM p)
+                RETURNING ride_id)
+            SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j),
+                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':1') FROM j) n)
+            """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)] + replyParams(reply))
+        if (r.int(0, 1) ?? 0) == 1 { return .written }
+        if (r.int(0, 0) ?? 0) == 0 { return .idExists }
+        // The row went in but the reply key was taken: take the row back out (the rare path).
+        try c.query("DELETE FROM ridepush.rides WHERE id = $1::text", [.text(new.id)])
+        return .replyExists
+    }
+
+    /// Appends `entry` (already checked against the locked row) with `reply` and notifies;
+    /// or, when the reply key is taken, writes nothing.
+    static func append(_ c: PostgresConnection, _ entry: JournalEntry, reply: ReplyRecord?) throws(PostgresError) -> Outcome {
+        let t = entry.transition
+        var reason: String?
+        var metres: Int64?
+        var endedAt: Int64?
+        if case .end(let at, let why, let m) = t { (reason, metres, endedAt) = (why.rawValue, m, at) }
+        let r = try c.query("""
+            WITH p AS (
+                INSERT INTO ridepush.replies (scope, id, request, bytes, at)
+                SELECT $8::bytea, $9::bytea, $10::text, $11::bytea, $12::bigint WHERE $8::bytea IS NOT NULL
+                ON CONFLICT DO NOTHING RETURNING 1),
+            u AS (
+                UPDATE ridepush.rides SET last_seq = $2::integer, state = $7::text, ended_at = COALESCE($13::bigint, ended_at)
+                WHERE id = $1::text AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))
+                RETURNING id),
+            j AS (
+                INSERT INTO ridepush.journal (ride_id, seq, kind, at, reason, metres)
+                SELECT id, $2::integer, $3::text, $4::bigint, $5::text, $6::bigint FROM u RETURNING ride_id)
+            SELECT (SELECT count(*) FROM j),
+                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':' || $2::integer) FROM j) n)
+            """, [.text(entry.ride), .int(entry.seq), .text(t.kind), .int(t.at), .text(reason), .int(metres),
+                  .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)])
+        return (r.int(0, 0) ?? 0) == 1 ? .written : .replyExists
+    }
+
+    static func prune(_ c: PostgresConnection, repliesBefore instant: UnixMillis) throws(PostgresError) {
+        try c.query("DELETE FROM ridepush.replies WHERE at < $1::bigint", [.int(instant)])
+    }
+
+    private static func replyParams(_ reply: ReplyRecord?) -> [PGValue] {
+        guard let reply else { return [.null, .null, .null, .null, .null] }
+        return [.bytes(Array(reply.key.scope.utf8)), .bytes(Array(reply.key.id.utf8)), .text(reply.request),
+                .bytes(reply.bytes), .int(reply.at)]
+    }
+
+    /// A PostgreSQL array literal of text values (ride ids never hold quotes or backslashes,
+    /// but they are escaped anyway).
+    static func arrayLiteral(_ items: [String]) -> String {
+        "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
+    }
+
+    // MARK: reads
+
+    private static let rideColumns = "r.id, r.plan_id, r.owner, r.time_limit, r.last_seq, j.seq, j.kind, j.at, j.reason, j.metres"
+
+    static func openRides(_ c: PostgresConnection, label: String) throws(StoreError) -> [StoredRide] {
+        try rides(c, label: label, """
+            SELECT \(rideColumns) FROM ridepush.rides r JOIN ridepush.journal j ON j.ride_id = r.id
+            WHERE r.ended_at IS NULL ORDER BY r.id, j.seq
+            """, [])
+    }
+
+    static func ride(_ c: PostgresConnection, _ id: String, label: String) throws(StoreError) -> StoredRide? {
+        try rides(c, label: label, """
+            SELECT \(rideColumns) FROM ridepush.rides r JOIN ridepush.journal j ON j.ride_id = r.id
+            WHERE r.id = $1::text ORDER BY j.seq
+            """, [.text(id)]).first
+    }
+
+    static func reply(_ c: PostgresConnection, for key: ReplyKey) throws(PostgresError) -> StoredReply? {
+        let r = try c.query("SELECT bytes, request FROM ridepush.replies WHERE scope = $1::bytea AND id = $2::bytea",
+                            [.bytes(Array(key.scope.utf8)), .bytes(Array(key.id.utf8))])
+        guard r.count > 0, let bytes = r.bytes(0, 0) else { return nil }
+        return StoredReply(request: r.optionalText(0, 1), bytes: bytes)
+    }
+
+    /// Entries of one ride after `seq`, in order (what a NOTIFY hint asks a node to read).
+    static func entries(_ c: PostgresConnection, ride id: String, after seq: Int64, label: String) throws(StoreError) -> [FeedEntry] {
+        let r = try run(label) { () throws(PostgresError) in
+            try c.query("""
+                SELECT r.id, r.plan_id, r.owner, r.time_limit, j.seq, j.kind, j.at, j.reason, j.metres
+                FROM ridepush.journal j JOIN ridepush.rides r ON r.id = j.ride_id
+                WHERE j.ride_id = $1::text AND j.seq > $2::integer ORDER BY j.seq
+                """, [.text(id), .int(seq)])
+        }
+        return try (0..<r.count).map { (i: Int) throws(StoreError) -> FeedEntry in try entry(r, i, offset: 0, label: label) }
+    }
+
+    /// Entries after `cursor` in journal order, at most `limit`, only from transactions that
+    /// every later reader will also see as finished; and the cursor after them.
+    static func feed(_ c: PostgresConnection, after cursor: JournalCursor, limit: Int,
+                     label: String) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor) {
+        let r = try run(label) { () throws(PostgresError) in
+            try c.query("""
+                SELECT r.id, r.plan_id, r.owner, r.time_limit, j.seq, j.kind, j.at, j.reason, j.metres,
+                       j.txid::text, j.position
+                FROM ridepush.journal j JOIN ridepush.rides r ON r.id = j.ride_id
+                WHERE (j.txid, j.position) > ($1::text::xid8, $2::bigint)
+                  AND j.txid < pg_snapshot_xmin(pg_current_snapshot())
+                ORDER BY j.txid, j.position LIMIT $3::integer
+                """, [.int(cursor.txid), .int(cursor.position), .int(Int64(limit))])
+        }
+        var out: [FeedEntry] = []
+        var next = cursor
+        for i in 0..<r.count {
+            out.append(try entry(r, i, offset: 0, label: label))
+            guard let tx = r.int(i, 9), let pos = r.int(i, 10) else {
+                throw StoreError(.corrupt, "\(label): a journal entry without a transaction id or position")
+            }
+            next = JournalCursor(txid: tx, position: pos)
+        }
+        return (out, next)
+    }
+
+    /// A cursor from which a feed read returns every entry not yet committed when this runs
+    /// (and possibly some already committed: applying by seq skips those).
+    static func startCursor(_ c: PostgresConnection, label: String) throws(StoreError) -> JournalCursor {
+        let r = try run(label) { () throws(PostgresError) in
+            try c.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
+        }
+        guard let xmin = r.int(0, 0) else { throw StoreError(.unavailable, "\(label): no snapshot xmin") }
+        return JournalCursor(txid: xmin - 1, position: Int64.max)
+    }
+
+    // MARK: private
+
+    /// Groups rows of (ride columns, one entry) into rides, replaying each journal and
+    /// checking its seq numbers run 1, 2, … up to the ride's recorded seq.
+    private static func rides(_ c: PostgresConnection, label: String, _ sql: String, _ params: [PGValue]) throws(StoreError) -> [StoredRide] {
+        let r = try run(label) { () throws(PostgresError) in try c.query(sql, params) }
+        var out: [StoredRide] = []
+        var i = 0
+        while i < r.count {
+            let id = r.text(i, 0)
+            let plan = r.text(i, 1), owner = r.optionalText(i, 2), limit = r.int(i, 3), last = r.int(i, 4) ?? 0
+            var journal: [RideTransition] = []
+            while i < r.count && r.text(i, 0) == id {
+                let e = try entry(r, i, offset: 1, label: label)
+                guard e.seq == Int64(journal.count) + 1 else {
+                    throw StoreError(.corrupt, "\(label): ride \(id) has journal entry \(e.seq) where \(journal.count + 1) belongs")
+                }
+                journal.append(e.entry.transition)
+                i += 1
+            }
+            guard Int64(journal.count) == last,
+                  let stored = StoredRide(id: id, planID: plan, owner: owner, limit: limit, journal: journal) else {
+                throw StoreError(.corrupt, "\(label): the journal of ride \(id) does not replay (\(journal.map(\.kind).joined(separator: ", ")); recorded seq \(last))")
+            }
+            out.append(stored)
+        }
+        return out
+    }
+
+    /// Reads an entry whose columns start at 0 (id, plan, owner, limit) and, after `offset`
+    /// extra columns, (seq, kind, at, reason, metres).
+    private static func entry(_ r: PGResult, _ i: Int, offset: Int, label: String) throws(StoreError) -> FeedEntry {
+        let id = r.text(i, 0)
+        let base = 4 + offset
+        guard let seq = r.int(i, base), let at = r.int(i, base + 2) else {
+            throw StoreError(.corrupt, "\(label): ride \(id) has an entry without seq or instant")
+        }
+        let t: RideTransition
+        switch r.text(i, base + 1) {
+        case "start": t = .start(at: at)
+        case "pause": t = .pause(at: at)
+        case "resume": t = .resume(at: at)
+        case "end":
+            guard let raw = r.optionalText(i, base + 3), let reason = EndReason(rawValue: raw), let metres = r.int(i, base + 4) else {
+                throw StoreError(.corrupt, "\(label): ride \(id) has an end without a valid reason and metres")
+            }
+            t = .end(at: at, reason: reason, metres: metres)
+        case let other:
+            throw StoreError(.corrupt, "\(label): ride \(id) has an unknown transition '\(other)'")
+        }
+        return FeedEntry(JournalEntry(ride: id, seq: seq, transition: t), planID: r.text(i, 1), owner: r.optionalText(i, 2), limit: r.int(i, 3))
+    }
+
+    @discardableResult
+    static func run<T>(_ label: String, _ body: () throws(PostgresError) -> T) throws(StoreError) -> T {
+        do { return try body() } catch { throw StoreError(postgres: error, label: label) }
+    }
+
+    // MARK: schema
+
+    /// Creates or upgrades the schema; refuses a newer one or a `ridepush` schema that is
+    /// not RidePush's. Runs with the migration lock held, so nodes starting at once agree.
+    static func migrate(_ c: PostgresConnection, label: String) throws(StoreError) {
+        try run(label) { () throws(PostgresError) in try c.query("BEGIN") }
+        do throws(StoreError) {
+            let tables: [String] = try run(label) { () throws(PostgresError) -> [String] in
+                try c.query("SELECT pg_advisory_xact_lock($1::bigint)", [.int(PostgresSchema.migrationLock)])
+                let ns = try c.query("SELECT 1 FROM pg_namespace WHERE nspname = 'ridepush'")
+                if ns.count == 0 { try c.query("CREATE SCHEMA ridepush") }
+                let t = try c.query("""
+                    SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'ridepush' ORDER BY 1
+                    """)
+                return (0..<t.count).map { t.text($0, 0) }
+            }
+            var v: Int64 = 0
+            if !tables.isEmpty {
+                guard tables.contains("schema_version") else {
+                    throw StoreError(.corrupt, "\(label): schema ridepush exists but is not a RidePush store (no schema_version table; has \(tables.joined(separator: ", ")))")
+                }
+                v = try run(label) { () throws(PostgresError) -> Int64 in
+                    try c.query("SELECT COALESCE(MAX(version), 0) FROM ridepush.schema_version").int(0, 0) ?? 0
+                }
+            }
+            if v > PostgresSchema.current {
+                throw StoreError(.newerSchema, "\(label): schema version \(v) is newer than this RidePush supports (version \(PostgresSchema.current)); upgrade RidePush on every node, or use another database")
+            }
+            for step in PostgresSchema.migrations where step.version > v {
+                try run(label) { () throws(PostgresError) in
+                    try c.query(step.sql)
+                    try c.query("INSERT INTO ridepush.schema_version (version) VALUES ($1::integer)", [.int(step.version)])
+                }
+            }
+            try run(label) { () throws(PostgresError) in try c.query("COMMIT") }
+        } catch {
+            if c.isOpen { _ = try? c.query("ROLLBACK") }
+            throw error
+        }
+    }
+}
+
+extension StoreError {
+    /// What the server does about a PostgreSQL failure: anything about reaching the server
+    /// is `.unavailable` (retry with the same id); a unique violation is a `.conflict`.
+    init(postgres e: PostgresError, label: String) {
+        switch e.kind {
+        case .connect, .lost, .timeout:
+            self.init(.unavailable, "\(label): \(e.message)")
+        case .server where e.isUniqueViolation:
+            self.init(.conflict, "\(label): \(e)")
+        case .server:
+            self.init(.unavailable, "\(label): \(e)")
+        case .value:
+            // Refused before it reached the server: retrying cannot help, so not unavailable.
+            self.init(.conflict, "\(label): \(e.message)")
+        }
+    }
+}

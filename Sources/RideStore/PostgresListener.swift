@@ -1,0 +1,91 @@
+import Synchronization
+
+/// What a store shared by several nodes offers for their catch-up: the journal in commit-safe
+/// order after a cursor, one ride's entries after a seq, and where a new reader starts.
+/// Called on the store worker's thread, like the rest of the store.
+public protocol SharedJournal: AnyObject {
+    /// A cursor from which `feed` returns every entry not yet committed now.
+    func startCursor() throws(StoreError) -> JournalCursor
+    /// Entries after `cursor`, oldest first, at most `limit`, and the cursor after them.
+    func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor)
+    /// One ride's entries after `seq`, in order.
+    func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry]
+    /// The server process of the store's own connection (0 when none), readable from any
+    /// thread: a node skips its own notifications.
+    var ownBackend: BackendID { get }
+}
+
+/// A PostgreSQL server process id shared between threads.
+public final class BackendID: Sendable {
+    private let pid = Atomic<Int32>(0)
+    public init() {}
+    public var value: Int32 { pid.load(ordering: .relaxed) }
+    func set(_ v: Int32) { pid.store(v, ordering: .relaxed) }
+}
+
+extension PostgresStore: SharedJournal {
+    public func startCursor() throws(StoreError) -> JournalCursor {
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.startCursor(c, label: label) }
+    }
+
+    public func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor) {
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.feed(c, after: cursor, limit: limit, label: label) }
+    }
+
+    public func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry] {
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.entries(c, ride: ride, after: seq, label: label) }
+    }
+}
+
+/// Whether a connection last reached PostgreSQL, readable from any thread (for /healthz and
+/// the metrics gauge), with the last failure's message.
+public final class ConnectionHealth: Sendable {
+    private let state = Mutex<(up: Bool, why: String)>((true, ""))
+    public init() {}
+    public var isUp: Bool { state.withLock { $0.up } }
+    public var lastFailure: String { state.withLock { $0.why } }
+    public func up() { state.withLock { $0.up = true } }
+    public func down(_ why: String) { state.withLock { $0 = (false, why) } }
+}
+
+/// A node's dedicated LISTEN connection. It must reach PostgreSQL directly (or through a
+/// session-mode pooler): a transaction-mode pooler hands the session to others between
+/// statements, and the LISTEN goes with it. One owner thread.
+public final class PostgresListener {
+    public let label: String
+    private let connection: PostgresConnection
+
+    /// Connects and listens on `journalChannel`. Throws `.unavailable` with libpq's words.
+    public init(_ settings: PostgresSettings) throws(StoreError) {
+        var s = settings
+        s.applicationName = settings.applicationName + "-listen"
+        label = "ride store listener \(settings.redacted)"
+        let l = label
+        connection = try PostgresJournal.run(l) { () throws(PostgresError) in try PostgresConnection(s) }
+        try PostgresJournal.run(l) { () throws(PostgresError) in try connection.query("LISTEN \(journalChannel)") }
+    }
+
+    public var backendPID: Int32 { connection.backendPID }
+    public var isOpen: Bool { connection.isOpen }
+
+    /// Notifications received, waiting up to `millis` for the first. Throws `.unavailable`
+    /// when the connection is gone (the server restarted, `pg_terminate_backend`, network).
+    public func wait(millis: Int) throws(StoreError) -> [PostgresNotification] {
+        try PostgresJournal.run(label) { () throws(PostgresError) in try connection.notifications(waitingUpTo: millis) }
+    }
+
+    /// A round trip, so a silent network failure is noticed within the statement deadline
+    /// even when no notification is due.
+    public func ping() throws(StoreError) {
+        try PostgresJournal.run(label) { () throws(PostgresError) in try connection.query("SELECT 1") }
+    }
+
+    public func close() { connection.close() }
+
+    /// `<ride id>:<seq>` split at the last colon (ride ids may hold colons).
+    public static func hint(_ payload: String) -> (ride: String, seq: Int64)? {
+        guard let colon = payload.lastIndex(of: ":"), let seq = Int64(payload[payload.index(after: colon)...]), seq >= 1 else { return nil }
+        let ride = String(payload[..<colon])
+        return ride.isEmpty ? nil : (ride, seq)
+    }
+}

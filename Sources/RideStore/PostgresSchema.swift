@@ -1,0 +1,68 @@
+/// The PostgreSQL store's schema, as numbered migrations, in its own PostgreSQL schema
+/// `ridepush` so it can share a database with the operator's billing tables. Every version
+/// applied is a row of `ridepush.schema_version`; the database's version is the highest.
+/// All missing migrations run in one transaction under an advisory lock, so nodes starting
+/// together upgrade once and a crash mid-upgrade leaves the previous version.
+///
+/// Never edit a shipped migration: databases in the field were made by it. Add a new one.
+enum PostgresSchema {
+    /// The newest version this code knows; a database with a higher one is refused.
+    static let current: Int64 = 1
+
+    /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
+    static let migrationLock: Int64 = 0x7269_6465_7075_7368
+
+    static let migrations: [(version: Int64, sql: String)] = [
+        (1, """
+            CREATE TABLE ridepush.schema_version (
+                version    integer PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            );
+            -- One row per ride: what the start fixed, when it ended (NULL while open, so a
+            -- starting node finds the open rides through a small partial index), and the
+            -- number and resulting state of its last journal entry, which an append is
+            -- checked against under the row's lock (optimistic concurrency across nodes, one
+            -- row read however long the journal).
+            CREATE TABLE ridepush.rides (
+                id         text PRIMARY KEY,
+                plan_id    text NOT NULL,
+                owner      text,                   -- token sub; NULL when auth is off
+                time_limit bigint,                 -- riding seconds; NULL = none
+                started_at bigint NOT NULL,        -- Unix ms, same as the start entry
+                ended_at   bigint,                 -- Unix ms of the end entry
+                last_seq   integer NOT NULL CHECK (last_seq >= 1),
+                state      text NOT NULL CHECK (state IN ('riding', 'paused', 'ended'))
+            );
+            CREATE INDEX rides_open ON ridepush.rides (id) WHERE ended_at IS NULL;
+            -- The journal: a ride is its entries in seq order (1 = start). txid and position
+            -- order the whole journal for the nodes' catch-up reads: a reader takes only
+            -- entries of transactions older than every transaction still running
+            -- (pg_snapshot_xmin), so an entry that commits late is never skipped.
+            CREATE TABLE ridepush.journal (
+                ride_id  text NOT NULL REFERENCES ridepush.rides (id),
+                seq      integer NOT NULL CHECK (seq >= 1),
+                kind     text NOT NULL CHECK (kind IN ('start', 'pause', 'resume', 'end')),
+                at       bigint NOT NULL,          -- Unix ms
+                reason   text CHECK (reason IN ('rider', 'time_limit', 'pause_limit')),
+                metres   bigint,
+                txid     xid8 NOT NULL DEFAULT pg_current_xact_id(),
+                position bigint GENERATED ALWAYS AS IDENTITY,
+                PRIMARY KEY (ride_id, seq),
+                CHECK ((kind = 'end') = (reason IS NOT NULL AND metres IS NOT NULL))
+            );
+            CREATE INDEX journal_feed ON ridepush.journal (txid, position);
+            -- Exactly-once control: the reply sent for (scope, request id), written in the
+            -- same transaction as the entry it answered. bytea, not text: a token sub or a
+            -- request id may hold any character, NUL included.
+            CREATE TABLE ridepush.replies (
+                scope bytea NOT NULL,              -- rider sub, empty before auth
+                id    bytea NOT NULL,              -- client request id
+                request text NOT NULL,             -- what was asked ("pause r-42")
+                bytes bytea NOT NULL,              -- the exact reply frame
+                at    bigint NOT NULL,             -- Unix ms recorded; pruned after 24 h
+                PRIMARY KEY (scope, id)
+            );
+            CREATE INDEX replies_at ON ridepush.replies (at);
+            """),
+    ]
+}

@@ -1,0 +1,131 @@
+import Foundation
+import RideCore
+import RideProtocol
+import RidePushClient
+import Synchronization
+
+// A client of the SDK for tests/test_sdk.py, one JSON object per output line.
+//   ridepush-sdk-probe watch URL RIDE [SECONDS]      every event of one feed
+//   ridepush-sdk-probe many URL PREFIX N TICKS       N clients, one per ride PREFIX-0 … PREFIX-(N-1),
+//                                                    until each saw TICKS ticks; then RSS and threads
+// A token, if any, comes from RIDEPUSH_TOKEN. The feeds run in detached tasks: the main
+// thread (the main actor) only waits.
+
+signal(SIGPIPE, SIG_IGN)
+// One socket per client: lift the soft file limit toward the hard one (at most 20,000).
+var limit = rlimit()
+getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+limit.rlim_cur = min(limit.rlim_max, 20_000)
+setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+let args = CommandLine.arguments
+let token = ProcessInfo.processInfo.environment["RIDEPUSH_TOKEN"]
+
+func emit(_ fields: [(String, String)]) {
+    var w = JSONWriter()
+    w.beginObject()
+    for (k, v) in fields {
+        w.key(k)
+        if let n = Int64(v) { w.int(n) } else { w.string(v) }
+    }
+    w.endObject()
+    print(String(decoding: w.bytes, as: UTF8.self))
+    fflush(nil)
+}
+
+func describe(_ e: RideEvent) -> [(String, String)] {
+    switch e {
+    case .state(let s): return [("kind", "state"), ("state", s.state.rawValue), ("elapsed", "\(s.elapsed)"), ("at", "\(s.at)")]
+    case .tick(let t): return [("kind", "tick"), ("state", t.state.rawValue), ("elapsed", "\(t.elapsed)"), ("at", "\(t.at)")]
+    case .warning(let r): return [("kind", "warning"), ("remaining", "\(r)")]
+    case .ended(let s): return [("kind", "ended"), ("elapsed", "\(s.elapsed)"), ("fare", "\(s.fare)"), ("at", "\(s.at)")]
+    }
+}
+
+/// Resident memory (kB) and threads of this process, from /proc/self/status.
+func procStatus() -> (rssKB: Int, threads: Int, fds: Int) {
+    let text = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> Int {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + ":") {
+            return Int(line.dropFirst(name.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? -1
+        }
+        return -1
+    }
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    return (field("VmRSS"), field("Threads"), fds)
+}
+
+let done = DispatchSemaphore(value: 0)
+guard args.count >= 4, let url = URL(string: args[2]) else {
+    FileHandle.standardError.write(Data("usage: ridepush-sdk-probe watch URL RIDE [SECONDS] | many URL PREFIX N TICKS\n".utf8))
+    exit(2)
+}
+
+switch args[1] {
+case "watch":
+    let client = RidePushClient(url: url) { token }
+    let ride = args[3]
+    Task.detached {
+        for await s in client.connectionStates {
+            switch s {
+            case .connected: emit([("kind", "connected")])
+            case .waitingToReconnect(let d, let why): emit([("kind", "waiting"), ("delay_ms", "\(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)"), ("why", "\(why)")])
+            case .closed(let r): emit([("kind", "closed"), ("why", "\(r)")])
+            default: break
+            }
+        }
+    }
+    Task.detached {
+        do {
+            for try await e in client.ride(ride) { emit(describe(e)) }
+            emit([("kind", "finished")])
+        } catch {
+            emit([("kind", "error"), ("error", "\(error)")])
+        }
+        done.signal()
+    }
+    if args.count > 4, let s = Double(args[4]) {
+        _ = done.wait(timeout: .now() + s)
+    } else {
+        done.wait()
+    }
+
+case "many":
+    guard args.count == 6, let n = Int(args[4]), let ticks = Int(args[5]), n > 0, n <= 5000 else { exit(2) }
+    let before = procStatus()
+    emit([("kind", "baseline"), ("rss_kb", "\(before.rssKB)"), ("threads", "\(before.threads)")])
+    let reached = Mutex(0)
+    let started = Date()
+    var clients: [RidePushClient] = []
+    for i in 0..<n {
+        let client = RidePushClient(url: url) { token }
+        clients.append(client)
+        let ride = "\(args[3])-\(i)"
+        Task.detached {
+            var seen = 0
+            do {
+                for try await e in client.ride(ride) {
+                    if case .tick = e { seen += 1 }
+                    if seen == ticks {
+                        if reached.withLock({ $0 += 1; return $0 }) == n { done.signal() }
+                    }
+                }
+            } catch RidePushError.closed(.closedByClient) {
+                // the run is over
+            } catch {
+                emit([("kind", "error"), ("ride", ride), ("error", "\(error)")])
+            }
+        }
+    }
+    // Bounded: two minutes at most, however slow the machine.
+    let ok = done.wait(timeout: .now() + 120) == .success
+    let after = procStatus()
+    emit([("kind", "result"), ("clients", "\(n)"), ("ticks_each", "\(ticks)"), ("all_reached", ok ? "1" : "0"),
+          ("reached", "\(reached.withLock { $0 })"), ("seconds", String(format: "%.1f", Date().timeIntervalSince(started))),
+          ("rss_kb", "\(after.rssKB)"), ("threads", "\(after.threads)"), ("fds", "\(after.fds)"),
+          ("rss_kb_per_client", String(format: "%.1f", Double(after.rssKB - before.rssKB) / Double(n)))])
+    for c in clients { c.close() }
+
+default:
+    exit(2)
+}
+exit(0)

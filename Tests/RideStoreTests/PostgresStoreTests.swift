@@ -1,0 +1,322 @@
+import Foundation
+import XCTest
+import RideCore
+@testable import RideStore
+
+/// What only the PostgreSQL store has: connecting (passwords, timeouts), the schema in a
+/// shared database, conditional appends across connections, NOTIFY and the catch-up feed.
+/// One server for the test process, one fresh database per test.
+final class PostgresStoreTests: XCTestCase {
+    var pg: TestPostgres!
+    var db: String!
+
+    override func setUpWithError() throws {
+        pg = try TestPostgres.shared()
+        db = try pg.createDatabase()
+    }
+
+    func open() throws -> PostgresStore { try PostgresStore(pg.settings(database: db)) }
+
+    // MARK: connecting
+
+    func testPasswordFromURIFromPasswordFileAndFromPGPASSFILE() throws {
+        try pg.admin("CREATE ROLE rider_app LOGIN PASSWORD 'pw s3cret:ü'; GRANT ALL ON DATABASE \(db!) TO rider_app", database: db)
+        let base = "rider_app@127.0.0.1:\(pg.port)/\(db!)"
+
+        // No password anywhere: libpq's own words, as a connect error.
+        var e = pgError { () throws(PostgresError) in _ = try PostgresConnection(PostgresSettings(uri: "postgresql://\(base)")) }
+        XCTAssertEqual(e?.kind, .connect)
+        XCTAssertTrue(e?.message.contains("no password supplied") ?? false, e?.message ?? "")
+
+        e = pgError { () throws(PostgresError) in _ = try PostgresConnection(PostgresSettings(uri: "postgresql://rider_app:wrong@127.0.0.1:\(pg.port)/\(db!)")) }
+        XCTAssertEqual(e?.kind, .connect)
+        XCTAssertTrue(e?.message.contains("password authentication failed for user \"rider_app\"") ?? false, e?.message ?? "")
+
+        // In the URI (percent-encoded), from a --store-password-file, from PGPASSFILE.
+        let inURI = try PostgresConnection(PostgresSettings(uri: "postgresql://rider_app:pw%20s3cret%3A%C3%BC@127.0.0.1:\(pg.port)/\(db!)"))
+        XCTAssertEqual(try inURI.query("SELECT current_user").text(0, 0), "rider_app")
+
+        let file = pg.dir + "/store-password"
+        try "pw s3cret:ü\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let password = try PostgresSettings.password(fromFile: file)
+        XCTAssertEqual(password, "pw s3cret:ü")
+        let fromFile = try PostgresConnection(PostgresSettings(uri: "postgresql://rider_app:wrong@127.0.0.1:\(pg.port)/\(db!)", password: password))
+        XCTAssertEqual(try fromFile.query("SELECT current_user").text(0, 0), "rider_app")
+
+        let passfile = pg.dir + "/pgpass"
+        try "127.0.0.1:\(pg.port):\(db!):rider_app:pw s3cret\\:ü\n".write(toFile: passfile, atomically: true, encoding: .utf8)
+        chmod(passfile, 0o600)  // libpq ignores a pgpass others can read
+        setenv("PGPASSFILE", passfile, 1)
+        defer { unsetenv("PGPASSFILE") }
+        let fromPassfile = try PostgresConnection(PostgresSettings(uri: "postgresql://\(base)"))
+        XCTAssertEqual(try fromPassfile.query("SELECT current_user").text(0, 0), "rider_app")
+
+        XCTAssertEqual(storeError { () throws(StoreError) in try PostgresSettings.password(fromFile: pg.dir + "/none") }?.message,
+                       "--store-password-file \(pg.dir)/none: cannot read the file")
+    }
+
+    func testRedactedURIHidesPasswords() {
+        XCTAssertEqual(PostgresSettings.redact("postgresql://u:secret@h:5432/db?sslmode=require&password=x"),
+                       "postgresql://u:***@h:5432/db?sslmode=require&password=***")
+        XCTAssertEqual(PostgresSettings.redact("postgres://u@h/db"), "postgres://u@h/db")
+        XCTAssertEqual(PostgresSettings.redact("postgresql:///db"), "postgresql:///db")
+        XCTAssertTrue(PostgresSettings.isURI("postgresql://h/db"))
+        XCTAssertFalse(PostgresSettings.isURI("./ridepush.db"))
+    }
+
+    func testNothingListeningIsAConnectErrorNamingTheStore() throws {
+        var s = PostgresSettings(uri: "postgresql://postgres@127.0.0.1:1/x")
+        s.connectTimeoutMillis = 2_000
+        let e = storeError { () throws(StoreError) in try PostgresStore(s) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.hasPrefix("ride store postgresql://postgres@127.0.0.1:1/x: cannot connect: ") ?? false, e?.message ?? "")
+        XCTAssertTrue(e?.message.contains("Connection refused") ?? false, e?.message ?? "")
+    }
+
+    /// A server that stops answering (its backend SIGSTOPped: the socket stays open and
+    /// TCP is happy) costs a call its deadline, not forever; the store then reconnects.
+    func testAStoppedServerTimesOutInsteadOfHanging() throws {
+        var s = pg.settings(database: db)
+        s.statementTimeoutMillis = 500
+        let store = try PostgresStore(s)
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        let backend = try store.connection().backendPID
+        XCTAssertGreaterThan(backend, 0)
+        kill(backend, SIGSTOP)
+        let began = ContinuousClock.now
+        let e = storeError { () throws(StoreError) in try store.ride("r") }
+        let took = ContinuousClock.now - began
+        kill(backend, SIGCONT)
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.contains("no answer from PostgreSQL within the deadline") ?? false, e?.message ?? "")
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(2_500))  // statement_timeout + 2 s margin
+        XCTAssertLessThan(took, .milliseconds(6_000))
+        XCTAssertFalse(store.isConnected)
+        XCTAssertEqual(try store.ride("r")?.journal, [.start(at: t0)])  // a new connection
+        XCTAssertTrue(store.isConnected)
+    }
+
+    // MARK: schema
+
+    func testNewDatabaseGetsTheCurrentSchemaOnceAndANewerOneIsRefused() throws {
+        let a = try open()
+        let b = try open()  // a second node on the same database changes nothing
+        let v = try pg.admin("SELECT string_agg(version::text, ',' ORDER BY version) FROM ridepush.schema_version", database: db)
+        XCTAssertEqual(v.text(0, 0), "1")
+        a.close()
+        b.close()
+        try pg.admin("INSERT INTO ridepush.schema_version (version) VALUES (7)", database: db)
+        let e = storeError { () throws(StoreError) in try PostgresStore(pg.settings(database: db)) }
+        XCTAssertEqual(e?.kind, .newerSchema)
+        XCTAssertEqual(e?.message, "ride store postgresql://postgres@127.0.0.1:\(pg.port)/\(db!): schema version 7 is newer than this RidePush supports (version 1); upgrade RidePush on every node, or use another database")
+    }
+
+    func testSomeoneElsesRidepushSchemaIsRefusedAndOtherTablesAreLeftAlone() throws {
+        try pg.admin("CREATE TABLE public.invoices (id int); CREATE SCHEMA ridepush; CREATE TABLE ridepush.stuff (x int)", database: db)
+        let e = storeError { () throws(StoreError) in try PostgresStore(pg.settings(database: db)) }
+        XCTAssertEqual(e?.kind, .corrupt)
+        XCTAssertEqual(e?.message, "ride store postgresql://postgres@127.0.0.1:\(pg.port)/\(db!): schema ridepush exists but is not a RidePush store (no schema_version table; has stuff)")
+        try pg.admin("DROP SCHEMA ridepush CASCADE", database: db)
+        _ = try open()
+        XCTAssertEqual(try pg.admin("SELECT count(*) FROM public.invoices", database: db).int(0, 0), 0)
+    }
+
+    // MARK: across nodes
+
+    /// Two nodes that both saw the ride at seq 1 race to append entry 2: the first holds the
+    /// ride's row lock until it commits; the second waits on it, then reads the committed row
+    /// and is refused (its reply not recorded either).
+    func testTwoNodesAppendingTheSameSeqHaveExactlyOneWinner() throws {
+        nonisolated(unsafe) let a = try open()
+        nonisolated(unsafe) let b = try open()
+        try a.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        let locked = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+        let aDone = DispatchSemaphore(value: 0), bDone = DispatchSemaphore(value: 0)
+        a.beforeCommit = {
+            locked.signal()
+            _ = go.wait(timeout: .now() + 10)
+        }
+        nonisolated(unsafe) var aResult: Result<[WriteResult], StoreError>?
+        nonisolated(unsafe) var bResult: Result<[WriteResult], StoreError>?
+        let loser = ReplyRecord(key: ReplyKey(scope: "u", id: "b-1"), request: "pause r", bytes: [1, 2], at: t0)
+        Thread.detachNewThread {
+            aResult = Result { () throws(StoreError) in
+                try a.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 5, reason: .rider, metres: 1)), reply: nil)])
+            }
+            aDone.signal()
+        }
+        XCTAssertEqual(locked.wait(timeout: .now() + 10), .success)
+        Thread.detachNewThread {
+            bResult = Result { () throws(StoreError) in
+                try b.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 6)), reply: loser)])
+            }
+            bDone.signal()
+        }
+        XCTAssertEqual(bDone.wait(timeout: .now() + 0.5), .timedOut)  // b waits on a's row lock
+        go.signal()
+        XCTAssertEqual(aDone.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(bDone.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(try aResult?.get(), [.written])
+        XCTAssertEqual(try bResult?.get(), [.refused(StoreError(.conflict, "ride r: ride has ended; cannot pause"))])
+        XCTAssertEqual(try b.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 5, reason: .rider, metres: 1)])
+        XCTAssertNil(try b.reply(for: loser.key))
+        let row = try pg.admin("SELECT last_seq, state, ended_at FROM ridepush.rides", database: db)
+        XCTAssertEqual([row.int(0, 0), row.int(0, 2)], [2, t0 + 5])
+        XCTAssertEqual(row.text(0, 1), "ended")
+    }
+
+    /// The same race when both are allowed (a pause and an end of a riding ride): still one
+    /// winner, the other refused by seq, because it was decided from a state that is gone.
+    func testAnAppendDecidedFromAStaleSeqIsRefusedEvenIfItWouldApply() throws {
+        let a = try open()
+        let b = try open()
+        try a.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        XCTAssertEqual(try a.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1_000)), reply: nil)]), [.written])
+        XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]),
+                       [.refused(StoreError(.conflict, "ride r: entry 2 is not the next one (the last is 2)"))])
+        XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 3, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]), [.written])
+        XCTAssertEqual(try a.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1_000), .end(at: t0 + 2_000, reason: .rider, metres: 0)])
+        let e = storeError { () throws(StoreError) in try b.create(id: "r", planID: "q", owner: nil, limit: nil, startedAt: t0, reply: nil) }
+        XCTAssertEqual(e?.message, "ride r already exists")
+    }
+
+    /// A start whose id is taken leaves its reply out too (the reply goes in first; the
+    /// refusal takes it back), and a start whose reply key is taken creates no ride.
+    func testCreateRefusalsLeaveNothingBehind() throws {
+        let store = try open()
+        let k1 = ReplyKey(scope: "u\u{0}1", id: "q\u{0}1")  // bytea keys: a NUL is fine
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start r", bytes: [9], at: t0))
+        let k2 = ReplyKey(scope: "u", id: "q2")
+        var e = storeError { () throws(StoreError) in try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k2, request: "start r", bytes: [8], at: t0)) }
+        XCTAssertEqual(e?.message, "ride r already exists")
+        XCTAssertNil(try store.reply(for: k2))
+        e = storeError { () throws(StoreError) in try store.create(id: "s", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start s", bytes: [7], at: t0)) }
+        XCTAssertEqual(e?.message, "a reply is already recorded for request q\u{0}1 of u\u{0}1")
+        XCTAssertNil(try store.ride("s"))
+        XCTAssertEqual(try store.reply(for: k1), StoredReply(request: "start r", bytes: [9]))
+        // Text columns cannot hold a NUL: refused before PostgreSQL, as a conflict.
+        e = storeError { () throws(StoreError) in try store.create(id: "n", planID: "p", owner: "a\u{0}b", limit: nil, startedAt: t0, reply: nil) }
+        XCTAssertEqual(e?.kind, .conflict)
+        XCTAssertTrue(e?.message.hasSuffix("PostgreSQL text cannot hold a NUL character") ?? false, e?.message ?? "")
+    }
+
+    func testEveryCommitNotifiesRideAndSeqAndNothingIsNotifiedForARefusal() throws {
+        let listener = try PostgresConnection(pg.settings(database: db))
+        try listener.query("LISTEN \(journalChannel)")
+        let store = try open()
+        try store.create(id: "r-1", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try store.append(ride: "r-1", .pause(at: t0 + 1), reply: nil)
+        _ = storeError { () throws(StoreError) in try store.append(ride: "r-1", .pause(at: t0 + 2), reply: nil) }
+        try store.create(id: "a:b", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        var got: [PostgresNotification] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while got.count < 3 && ContinuousClock.now < deadline { got += try listener.notifications(waitingUpTo: 200) }
+        got += try listener.notifications(waitingUpTo: 300)
+        XCTAssertEqual(got.map(\.payload), ["r-1:1", "r-1:2", "a:b:1"])
+        XCTAssertEqual(Set(got.map(\.channel)), ["ridepush"])
+        XCTAssertEqual(Set(got.map(\.senderPID)), [try store.connection().backendPID])
+    }
+
+    /// The catch-up feed returns an entry only once every older transaction has finished,
+    /// so an entry that commits after a newer one is still read, in order, exactly once.
+    func testFeedNeverSkipsAnEntryThatCommitsLate() throws {
+        let store = try open()
+        let reader = try PostgresConnection(pg.settings(database: db))
+        let label = "feed"
+        var cursor = try PostgresJournal.startCursor(reader, label: label)
+        try store.create(id: "early", planID: "p", owner: "u", limit: 60, startedAt: t0, reply: nil)
+
+        let slow = try PostgresConnection(pg.settings(database: db))
+        try slow.query("BEGIN")
+        XCTAssertEqual(try PostgresJournal.create(slow, NewRide(id: "slow", planID: "p", owner: nil, limit: nil, startedAt: t0 + 1), reply: nil), .written)
+        try store.create(id: "fast", planID: "p", owner: nil, limit: nil, startedAt: t0 + 2, reply: nil)
+        try store.append(ride: "early", .end(at: t0 + 3, reason: .timeLimit, metres: 0), reply: nil)
+
+        var read = try PostgresJournal.feed(reader, after: cursor, limit: 100, label: label)
+        XCTAssertEqual(read.entries, [FeedEntry(JournalEntry(ride: "early", seq: 1, transition: .start(at: t0)), planID: "p", owner: "u", limit: 60)])
+        cursor = read.cursor
+        try slow.query("COMMIT")
+        read = try PostgresJournal.feed(reader, after: cursor, limit: 2, label: label)
+        XCTAssertEqual(read.entries.map { "\($0.ride):\($0.seq)" }, ["slow:1", "fast:1"])
+        read = try PostgresJournal.feed(reader, after: read.cursor, limit: 100, label: label)
+        XCTAssertEqual(read.entries, [FeedEntry(JournalEntry(ride: "early", seq: 2, transition: .end(at: t0 + 3, reason: .timeLimit, metres: 0)),
+                                                planID: "p", owner: "u", limit: 60)])
+        XCTAssertEqual(try PostgresJournal.feed(reader, after: read.cursor, limit: 100, label: label).entries, [])
+        XCTAssertEqual(try PostgresJournal.entries(reader, ride: "early", after: 1, label: label).map(\.seq), [2])
+    }
+
+    func testListenerHearsCommitsWithTheirSenderAndNoticesBeingTerminated() throws {
+        let listener = try PostgresListener(pg.settings(database: db))
+        let store = try open()
+        try store.create(id: "r:1", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        var got: [PostgresNotification] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while got.isEmpty && ContinuousClock.now < deadline { got = try listener.wait(millis: 200) }
+        XCTAssertEqual(got.map(\.payload), ["r:1:1"])
+        XCTAssertEqual(got.first?.senderPID, store.ownBackend.value)
+        XCTAssertNotEqual(store.ownBackend.value, 0)
+        XCTAssertEqual(PostgresListener.hint("r:1:1")?.ride, "r:1")
+        XCTAssertEqual(PostgresListener.hint("r:1:1")?.seq, 1)
+        XCTAssertNil(PostgresListener.hint("r-1"))
+        XCTAssertNil(PostgresListener.hint(":3"))
+        XCTAssertNil(PostgresListener.hint("r:0"))
+        let app = try pg.admin("SELECT application_name FROM pg_stat_activity WHERE pid = \(listener.backendPID)")
+        XCTAssertEqual(app.text(0, 0), "ridepush-listen")
+
+        try pg.admin("SELECT pg_terminate_backend(\(listener.backendPID))")
+        var failure: StoreError?
+        let until = ContinuousClock.now + .seconds(5)
+        while failure == nil && ContinuousClock.now < until {
+            failure = storeError { () throws(StoreError) in _ = try listener.wait(millis: 200) }
+        }
+        XCTAssertEqual(failure?.kind, .unavailable)
+        XCTAssertTrue(failure?.message.contains("connection lost waiting for notifications") ?? false, failure?.message ?? "")
+        XCTAssertFalse(listener.isOpen)
+        XCTAssertTrue(try PostgresListener(pg.settings(database: db)).isOpen)
+    }
+
+    /// While the server is down every call fails fast (the first with libpq's words, the
+    /// next ones without another connect until the backoff passes), and health says so; once
+    /// it is back the store reconnects by itself.
+    func testServerGoneThenBackIsUnavailableThenFine() throws {
+        let store = try open()
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
+        let began = ContinuousClock.now
+        var e = storeError { () throws(StoreError) in try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]) }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertFalse(store.health.isUp)
+        e = storeError { () throws(StoreError) in try store.ride("r") }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.contains("database \"\(db!)\" is not currently accepting connections") ?? false, e?.message ?? "")
+        e = storeError { () throws(StoreError) in try store.ride("r") }
+        XCTAssertTrue(e?.message.contains("PostgreSQL unreachable (") ?? false, e?.message ?? "")
+        XCTAssertTrue(e?.message.contains("; next attempt in ") ?? false, e?.message ?? "")
+        XCTAssertLessThan(ContinuousClock.now - began, .seconds(2))
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
+        usleep(300_000)  // past the first backoff (250 ms)
+        XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]), [.written])
+        XCTAssertTrue(store.health.isUp)
+    }
+
+    /// A journal edited by hand so it no longer replays is reported, not guessed at.
+    func testDamagedJournalIsReportedAsCorrupt() throws {
+        let store = try open()
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try store.append(ride: "r", .pause(at: t0 + 1), reply: nil)
+        try pg.admin("UPDATE ridepush.journal SET kind = 'resume' WHERE seq = 2", database: db)
+        let e = storeError { () throws(StoreError) in try store.ride("r") }
+        XCTAssertEqual(e?.kind, .corrupt)
+        XCTAssertEqual(e?.message, "ride store postgresql://postgres@127.0.0.1:\(pg.port)/\(db!): the journal of ride r does not replay (start, resume; recorded seq 2)")
+    }
+}
+
+func pgError(_ body: () throws(PostgresError) -> Void) -> PostgresError? {
+    do {
+        try body()
+        return nil
+    } catch {
+        return error
+    }
+}

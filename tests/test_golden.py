@@ -1,0 +1,178 @@
+"""The golden ride.v1 messages in protocol/examples against the real server and the page.
+
+The Swift tests (Tests/RideProtocolTests/GoldenTests.swift) decode and re-encode every file
+byte for byte; here the real server's messages must have the same keys and value types as
+the golden of the same name, every client golden must be accepted by the server, and
+public/app.js must handle exactly the server message types and close codes the goldens name.
+"""
+import json
+import os
+import re
+import time
+
+import pytest
+
+from rp import ROOT, Client, Server
+from test_security import ENV, control
+
+EXAMPLES = os.path.join(ROOT, "protocol", "examples")
+
+
+def golden(side):
+    d = os.path.join(EXAMPLES, side)
+    out = {}
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".json"):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                out[name[:-5]] = json.load(f)
+    return out
+
+
+SERVER = golden("server")
+CLIENT = golden("client")
+with open(os.path.join(EXAMPLES, "close-codes.json"), encoding="utf-8") as f:
+    CLOSE_CODES = {int(k): v for k, v in json.load(f).items()}
+
+
+def shape(v):
+    """Keys and JSON types, recursively: what a decoder relies on."""
+    if isinstance(v, dict):
+        return {k: shape(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [shape(x) for x in v]
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "string"
+    if v is None:
+        return "null"
+    raise TypeError(v)
+
+
+def collect(srv):
+    """One of every server message, from the real server, keyed like the golden files."""
+    got = {}
+    with Client(srv.ws) as c:
+        got["authenticated"] = c.request({"type": "auth", "id": "q1", "token": control("u1")})
+        got["state.riding"] = c.request({"type": "start", "ride": "r-42", "plan": "default", "limit": 1800})
+        got["state.subscribed"] = c.request({"type": "subscribe", "ride": "r-42"})
+        got["tick.limit"] = c.wait_for(lambda m: m["type"] == "tick" and m["ride"] == "r-42", 3)
+        got["state.paused"] = c.request({"type": "pause", "ride": "r-42"})
+        c.request({"type": "start", "ride": "r-43"})
+        c.request({"type": "subscribe", "ride": "r-43"})
+        got["tick"] = c.wait_for(lambda m: m["type"] == "tick" and m["ride"] == "r-43", 3)
+        # 301 s of limit: the 5-minute warning comes within about a second.
+        c.request({"type": "start", "ride": "r-44", "limit": 301})
+        c.request({"type": "subscribe", "ride": "r-44"})
+        got["warning"] = c.wait_for(lambda m: m["type"] == "warning", 4)
+        got["share"] = c.request({"type": "share", "ride": "r-43"})
+        got["state.ended"] = c.request({"type": "end", "ride": "r-43", "distance": 1200})
+        got["unsubscribed"] = c.request({"type": "unsubscribe", "ride": "r-44"})
+        got["quote"] = c.request({"type": "quote", "plan": "default", "seconds": 192, "paused": 30})
+        got["error.ride_not_found"] = c.request({"type": "get", "ride": "r-404"})
+        c.send("not json")
+        got["error.bad_request"] = c.wait_for(lambda m: m["type"] == "error" and "id" not in m, 3)
+    return got
+
+
+def test_every_server_golden_has_a_real_counterpart_and_back():
+    assert sorted(SERVER) == sorted(
+        ["authenticated", "error.bad_request", "error.ride_not_found", "quote", "share", "state.ended",
+         "state.paused", "state.riding", "state.subscribed", "tick", "tick.limit", "unsubscribed", "warning"])
+
+
+@pytest.mark.parametrize("name", sorted(SERVER))
+def test_real_server_message_has_the_goldens_keys_and_types(real, name):
+    assert shape(real[name]) == shape(SERVER[name]), name
+    # Same key order too: the Swift round trip holds the golden bytes to the server's order.
+    assert list(real[name]) == list(SERVER[name])
+
+
+def test_every_server_type_in_the_goldens_is_one_the_protocol_module_knows():
+    types = {m["type"] for m in SERVER.values()}
+    assert types == {"authenticated", "error", "quote", "share", "state", "tick", "unsubscribed", "warning"}
+
+
+@pytest.fixture(scope="module")
+def srv():
+    with Server(auth="jwt", env=ENV) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def real(srv):
+    return collect(srv)
+
+
+@pytest.mark.parametrize("name", sorted(CLIENT))
+def test_every_client_golden_is_accepted_by_the_server(srv, name):
+    with Client(srv.ws) as c:
+        c.request({"type": "auth", "token": control("u1")})
+        ride = "r-golden-" + name
+        c.request({"type": "start", "ride": ride})
+        msg = dict(CLIENT[name])
+        if msg["type"] == "auth":
+            msg["token"] = control("u1")
+        if "ride" in msg:
+            msg["ride"] = ride + "-new" if msg["type"] == "start" else ride
+        if msg["type"] == "resume":
+            c.request({"type": "pause", "ride": ride})
+        reply = c.request(msg)
+        assert reply["id"] == msg["id"]
+        assert reply["type"] != "error", reply
+
+
+def test_client_goldens_cover_every_client_message_type():
+    assert sorted(m["type"] for m in CLIENT.values()) == sorted(
+        ["auth", "end", "get", "pause", "quote", "resume", "share", "start", "subscribe", "unsubscribe"])
+
+
+# ---- the page ---------------------------------------------------------------------------
+
+def app_js():
+    """The rider page's code: app.js and the socket module it shares with the ops console."""
+    src = ""
+    for name in ("app.js", "socket.js"):
+        with open(os.path.join(ROOT, "public", name), encoding="utf-8") as f:
+            src += f.read()
+    return src
+
+
+def page_handled_types(src):
+    body = src[src.index("function handle(m"):]
+    body = body[:body.index("\n  }\n")]
+    return set(re.findall(r"case '([a-z_]+)':", body))
+
+
+# Server types that only answer a client message of this type.
+REPLY_ONLY = {"quote": "quote", "authenticated": "auth"}
+
+
+def test_the_page_handles_every_server_message_type_it_can_receive_and_no_others():
+    src = app_js()
+    handled = page_handled_types(src)
+    types = {m["type"] for m in SERVER.values()}
+    assert handled <= types, "app.js handles types the server never sends: %s" % (handled - types)
+    sent = set(re.findall(r"request\('([a-z_]+)'", src))
+    for t in types - handled:
+        assert t in REPLY_ONLY and REPLY_ONLY[t] not in sent, \
+            "app.js does not handle %r, which the server sends it" % t
+
+
+def test_the_page_handles_only_close_codes_the_server_sends():
+    codes = {int(c) for c in re.findall(r"ev\.code === (\d{4})", app_js())}
+    assert codes, "the page reads no close code at all"
+    assert codes <= set(CLOSE_CODES), "app.js handles close codes the server never sends: %s" % (codes - set(CLOSE_CODES))
+
+
+def test_the_server_sends_exactly_the_golden_close_codes():
+    sent = set()
+    d = os.path.join(ROOT, "Sources", "RidePushServer")
+    for name in os.listdir(d):
+        with open(os.path.join(d, name), encoding="utf-8") as f:
+            sent |= {int(c) for c in re.findall(r"code: (\d{4})", f.read())}
+    assert sent == set(CLOSE_CODES)
