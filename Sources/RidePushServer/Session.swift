@@ -38,10 +38,10 @@ final class Session {
     /// Plain TCP, its own connection: ticks may be written from the fan-out (Shard.writeTickNow).
     let writesDirectly: Bool
 
-    init(wsi: OpaquePointer, peer: String, serial: UInt64) {
+    init(wsi: OpaquePointer, peer: String, serial: UInt64, writesDirectly: Bool = false) {
         self.wsi = wsi
         self.peer = peer
-        writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
+        self.writesDirectly = writesDirectly
         self.serial = serial
         conn = Connection(pre: Int(clws_pre()))
         connectedAt = coarseMillis()
