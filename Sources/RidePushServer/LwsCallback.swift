@@ -78,8 +78,7 @@ extension Shard {
     func established(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
         nextSerial += 1
-        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial,
-                        writesDirectly: lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi)
+        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial)
         user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
         sessions[s.serial] = s
         hub.metrics.add(hub.metrics.connections)

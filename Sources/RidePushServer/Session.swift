@@ -35,13 +35,10 @@ final class Session {
     var lastTick: Int64 = 0
     var pingDue = false
     var pingSent = false
-    /// Plain TCP, its own connection: ticks may be written from the fan-out (Shard.writeTickNow).
-    let writesDirectly: Bool
 
-    init(wsi: OpaquePointer, peer: String, serial: UInt64, writesDirectly: Bool = false) {
+    init(wsi: OpaquePointer, peer: String, serial: UInt64) {
         self.wsi = wsi
         self.peer = peer
-        self.writesDirectly = writesDirectly
         self.serial = serial
         conn = Connection(pre: Int(clws_pre()))
         connectedAt = coarseMillis()

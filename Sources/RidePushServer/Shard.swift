@@ -176,7 +176,6 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
         for (live, frame) in batch.rides {
             let slot = live.slots[index]
             if slot.subscribers.isEmpty { continue }
-            let n = stage(frame)
             var held = false
             for sub in slot.subscribers {
                 let s = sub.session
@@ -190,7 +189,6 @@ final class Shard: @unchecked Sendable {  // `mailbox` is locked; every other fi
                     }
                     continue
                 }
-                if s.pendingTicks == 0, writeTickNow(s, n) { continue }
                 held = true
                 sub.tickPending(now)
                 s.pendingTicks += 1
