@@ -1,48 +1,103 @@
 #!/usr/bin/env bash
-# Side by side: the reference C server (../shared/bench) and RidePush, measured the same way
-# by `ridepush bench`, one after the other on this machine. Prints each run's table and a
-# summary line per server; nothing here is a pass/fail test.
+# Side by side: the reference C server and the floor (../shared/bench) and RidePush, measured
+# the same way by `ridepush bench`, one after the other in one run on this machine. Prints each
+# run's figures, then every figure as a ratio to the reference and to the floor of the same
+# repeat, and the spread of those ratios over the repeats; nothing here is a pass/fail test.
 #
 #   scripts/bench-compare.sh [-n CLIENTS] [-d SECONDS] [-p BENCH_PROCS] [-t THREADS] [-k REPEATS]
+#                            [-T CONNECT_TIMEOUT] [-s "reference floor ridepush"] [-x LABEL=BIN]…
 #
-# Needs: a release build (make release), gcc + libwebsockets-dev for the reference, which is
-# built out of ../shared/bench into /tmp/ridepush-bench (never copied into this repository).
+# -s picks the servers (in that order each repeat); -x adds another RidePush binary under LABEL
+# (say, an older build, so before and after are measured in one run). RP_ARGS adds serve flags.
+# Needs: a release build (make release), gcc + libwebsockets-dev + libssl-dev for the reference
+# and the floor, built out of ../shared/bench into /tmp/ridepush-bench (never copied here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=19000 D=15 P=1 T="" K=1 SHARED=${SHARED:-../shared/bench}
-while getopts "n:d:p:t:k:" o; do
-  case $o in n) N=$OPTARG;; d) D=$OPTARG;; p) P=$OPTARG;; t) T=$OPTARG;; k) K=$OPTARG;; *) exit 2;; esac
+N=19000 D=15 P=1 T="" K=1 CT=60 SERVERS="reference floor ridepush" SHARED=${SHARED:-../shared/bench}
+EXTRA=()
+while getopts "n:d:p:t:k:T:s:x:" o; do
+  case $o in
+    n) N=$OPTARG;; d) D=$OPTARG;; p) P=$OPTARG;; t) T=$OPTARG;; k) K=$OPTARG;; T) CT=$OPTARG;;
+    s) SERVERS=$OPTARG;; x) EXTRA+=("$OPTARG"); SERVERS+=" ${OPTARG%%=*}";; *) exit 2;;
+  esac
 done
 BIN=.build/release/ridepush
 [ -x "$BIN" ] || { echo "build first: make release" >&2; exit 2; }
-REFBIN=/tmp/ridepush-bench/ref_lws_server
-[ -x "$REFBIN" ] || make -s -C "$SHARED" OUT=/tmp/ridepush-bench >/dev/null
+BENCHBIN=/tmp/ridepush-bench
+[ -x "$BENCHBIN/ref_lws_server" ] && [ -x "$BENCHBIN/floor_server" ] || make -s -C "$SHARED" OUT="$BENCHBIN" >/dev/null
 OUT=${OUT:-bench-output}; mkdir -p "$OUT"
+STAMP=$(date -u +%H%M%S)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-summary() {  # label json
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[2])); s = d["server"]
-print("%-10s connected %5d  missed %d  p50/p90/p99 %6.1f / %6.1f / %6.1f ms  CPU/tick %5.2f µs  RSS/sub %4.2f KiB"
-      % (sys.argv[1], d["connected"], d["missed_ticks"], d["latency_ms"]["p50"], d["latency_ms"]["p90"],
-         d["latency_ms"]["p99"], s["cpu_us_per_tick"], s["rss_kib_per_subscriber"]))
-PY
+binary_of() {  # label -> the RidePush binary it runs ("" for the C servers)
+  case $1 in reference|floor) echo "";; ridepush) echo "$BIN";;
+    *) for e in "${EXTRA[@]}"; do [ "${e%%=*}" = "$1" ] && { echo "${e#*=}"; return; }; done
+       echo "unknown server $1" >&2; exit 2;;
+  esac
 }
-echo "# $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores; N=$N window=${D}s bench procs=$P"
+run_one() {  # label repeat -> $OUT/<stamp>-<label>-<repeat>.json
+  local label=$1 k=$2 port pid path=/ bin
+  port=$(free_port); bin=$(binary_of "$label")
+  case $label in
+    reference) "$BENCHBIN/ref_lws_server" -p "$port" -t $((D + CT + 60)) >"$OUT/$STAMP-$label-$k.log" 2>&1 & pid=$!;;
+    floor) "$BENCHBIN/floor_server" -p "$port" -t $((D + CT + 60)) >"$OUT/$STAMP-$label-$k.log" 2>&1 & pid=$!;;
+    *) path=/ws
+       # shellcheck disable=SC2086
+       "$bin" serve --port "$port" --store memory --auth none --max-connections-per-ip 1000000 ${T:+--threads $T} \
+         ${RP_ARGS:-} >"$OUT/$STAMP-$label-$k.log" 2>&1 & pid=$!;;
+  esac
+  sleep 1
+  "$BIN" bench --url "ws://127.0.0.1:$port$path" -n "$N" --duration "$D" --ramp 3000 --procs "$P" \
+    --connect-timeout "$CT" --pid "$pid" --json >"$OUT/$STAMP-$label-$k.json" 2>/dev/null || true
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+}
+echo "# $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores; N=$N window=${D}s bench procs=$P; servers: $SERVERS"
 for k in $(seq 1 "$K"); do
-  port=$(free_port)
-  "$REFBIN" -p "$port" -t $((D + 90)) >"$OUT/ref-$k.log" 2>&1 & ref=$!
-  sleep 1
-  "$BIN" bench --url "ws://127.0.0.1:$port/" -n "$N" --duration "$D" --ramp 3000 --procs "$P" --pid "$ref" --json \
-    >"$OUT/ref-$k.json" 2>/dev/null || true
-  kill "$ref" 2>/dev/null; wait "$ref" 2>/dev/null || true
-  port=$(free_port)
-  "$BIN" serve --port "$port" --store memory --auth none --max-connections-per-ip 1000000 ${T:+--threads $T} \
-    >"$OUT/rp-$k.log" 2>&1 & rp=$!
-  sleep 1
-  "$BIN" bench --url "ws://127.0.0.1:$port/ws" -n "$N" --duration "$D" --ramp 3000 --procs "$P" --pid "$rp" --json \
-    >"$OUT/rp-$k.json" 2>/dev/null || true
-  kill "$rp" 2>/dev/null; wait "$rp" 2>/dev/null || true
-  summary "reference" "$OUT/ref-$k.json"
-  summary "ridepush" "$OUT/rp-$k.json"
+  for s in $SERVERS; do run_one "$s" "$k"; done
 done
+python3 - "$OUT" "$STAMP" "$K" $SERVERS <<'PY'
+import json, os, sys
+out, stamp, K, servers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+def load(label, k):
+    try:
+        d = json.load(open(os.path.join(out, "%s-%s-%d.json" % (stamp, label, k))))
+    except (OSError, ValueError):
+        return None
+    s = d.get("server") or {}
+    return {"connected": d["connected"], "failed": d["failed"], "missed": d["missed_ticks"],
+            "p50": d["latency_ms"]["p50"], "p99": d["latency_ms"]["p99"],
+            "cpu": s.get("cpu_us_per_tick"), "cpu%": s.get("cpu_percent"), "rss": s.get("rss_kib_per_subscriber")}
+keys = [("cpu", "CPU/tick µs"), ("p50", "p50 ms"), ("p99", "p99 ms"), ("rss", "RSS/sub KiB")]
+ratios = {}
+for k in range(1, K + 1):
+    rows = {s: load(s, k) for s in servers}
+    print("## repeat %d" % k)
+    for s, r in rows.items():
+        if r is None:
+            print("%-10s (no result)" % s); continue
+        print("%-10s connected %5d failed %5d missed %d  p50/p99 %6.1f / %6.1f ms  CPU/tick %s µs (%s %% of a core)  RSS/sub %s KiB"
+              % (s, r["connected"], r["failed"], r["missed"], r["p50"] or 0, r["p99"] or 0, r["cpu"], r["cpu%"], r["rss"]))
+    for s, r in rows.items():
+        if r is None: continue
+        for base in ("reference", "floor"):
+            b = rows.get(base)
+            if b is None or base == s: continue
+            for key, _ in keys:
+                if r[key] and b[key]:
+                    ratios.setdefault((s, base, key), []).append(r[key] / b[key])
+    for s in servers:
+        parts = []
+        for base in ("reference", "floor"):
+            if s == base or (s, base, "cpu") not in ratios and (s, base, "p99") not in ratios: continue
+            parts.append("vs %s: " % base + "  ".join("%s %.2f×" % (name, ratios[(s, base, key)][-1])
+                                                    for key, name in keys if (s, base, key) in ratios
+                                                    and len(ratios[(s, base, key)]) == k))
+        if parts: print("  %-8s %s" % (s, "   ".join(parts)))
+print("## ratios over %d repeat(s): mean (min–max)" % K)
+for s in servers:
+    for base in ("reference", "floor"):
+        cells = []
+        for key, name in keys:
+            v = ratios.get((s, base, key))
+            if v: cells.append("%s %.2f× (%.2f–%.2f)" % (name, sum(v) / len(v), min(v), max(v)))
+        if cells: print("%-10s / %-9s %s" % (s, base, "   ".join(cells)))
+PY

@@ -49,8 +49,11 @@ enum ConnectionAction {
 /// gets its answers in the order it asked.
 struct Connection {
     let pre: Int
-    /// What the token allows (nil until authenticated, and always with auth off).
-    private(set) var access: Access?
+    /// What the token allows (nil until authenticated, and always with auth off). Boxed: the
+    /// claims inline would add about 80 bytes to every connection, most of which carry none
+    /// or the same few.
+    var access: Access? { accessBox?.access }
+    private var accessBox: AccessBox?
     /// The token's `exp` (Unix seconds; .max without one), checked by the once-a-second sweep.
     private(set) var tokenExp: Int64 = .max
     /// Rides this connection is subscribed to, in the order it subscribed.
@@ -282,7 +285,7 @@ struct Connection {
             return refuse(ProtocolError(.unauthorized, "token refused: \(error.message)", id: id), ctx, &out)
         }
         let a = Access(claims)
-        access = a
+        accessBox = AccessBox(a)
         tokenExp = claims.exp ?? .max
         // The new token decides what this connection may watch from now on: a subscription
         // the old one allowed (a share link's ride) ends unless this one allows it too.
@@ -362,4 +365,9 @@ struct Connection {
         if case .share = m { return true }
         return false
     }
+}
+
+final class AccessBox: Sendable {
+    let access: Access
+    init(_ access: Access) { self.access = access }
 }

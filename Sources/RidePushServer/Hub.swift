@@ -65,7 +65,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         protocols[0].name = UnsafePointer(strdup("ride.v1"))
         protocols[0].callback = rideProtocolCallback
         protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
-        protocols[0].rx_buffer_size = 256  // bytes lws holds per connection; longer messages arrive in pieces
+        // Bytes lws holds per connection (its rx buffer, allocated at the upgrade): longer messages
+        // arrive in pieces. 128 is the least that still holds a whole control frame (125 bytes of
+        // ping or close payload plus its header), which lws does not split.
+        protocols[0].rx_buffer_size = 128
         // Without this lws splits sends at the rx buffer size, and the tail of a 300-byte
         // state reply waited for the client's delayed ACK (about 40 ms).
         protocols[0].tx_packet_size = 16384

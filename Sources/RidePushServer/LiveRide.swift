@@ -33,25 +33,14 @@ final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `
     func slot(_ i: Int) -> ShardSlot { slots[i].value }
 }
 
-/// One service thread's view of a ride: its subscribers there and the tick frame they share.
+/// One service thread's view of a ride: its subscribers there, and the tick they still wait for.
 final class ShardSlot {
     var subscribers: [Subscription] = []
-    /// This tick's message for the ride with LWS_PRE spare bytes in front, copied once per
-    /// tick from the hub's encode; every subscriber on the thread writes from it. Raw memory,
-    /// so a write per subscriber costs no exclusivity or uniqueness check.
-    private(set) var frame = UnsafeMutableRawBufferPointer(start: nil, count: 0)
-    private(set) var frameLength = 0
-
-    func setFrame(_ bytes: [UInt8]) {
-        if bytes.count > frame.count {
-            frame.deallocate()
-            frame = .allocate(byteCount: bytes.count + 16, alignment: 16)  // room for a few more digits
-        }
-        bytes.withUnsafeBytes { frame.copyMemory(from: $0) }
-        frameLength = bytes.count
-    }
-
-    deinit { frame.deallocate() }
+    /// The batch's encoded tick while a subscriber here still waits for it; nil once none does
+    /// (most ticks are written from the fan-out itself), so a ride holds no frame of its own
+    /// between ticks. Writes copy it into the thread's staging buffer first: the batch is shared
+    /// by every thread, and lws writes the frame header into the room in front.
+    var frame: [UInt8]?
 }
 
 /// One tick's messages: the same `seq` and `at` for every ride and every thread.

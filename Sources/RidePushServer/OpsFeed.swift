@@ -152,7 +152,7 @@ extension Shard {
     func deliverOps(_ item: OpsItem) {
         let slot = opsSlot
         guard !slot.watchers.isEmpty else { return }
-        if item.isFrame { slot.frame.setFrame(item.bytes) }
+        if item.isFrame { slot.frame.frame = item.bytes }
         let lag = Int64(hub.config.slowConsumerLag) * 1000
         let now = coarseMillis()
         for w in slot.watchers.values {
@@ -184,11 +184,9 @@ extension Shard {
         let slot = opsSlot
         guard let w = slot.watchers[ObjectIdentifier(s)] else { return 0 }
         w.frameQueued = false
-        let n = slot.frame.frameLength - pre
-        guard n > 0 else { return 0 }
-        if lws_write(s.wsi, slot.frame.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
-            return -1
-        }
+        guard let frame = slot.frame.frame, frame.count > pre else { return 0 }
+        let n = stage(frame)
+        if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n { return -1 }
         ticksWritten += 1
         s.lastTick = tickTime
         return 0

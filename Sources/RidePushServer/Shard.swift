@@ -56,6 +56,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// Current pause before watching the listener again: doubles from 100 ms to 2 s while the
     /// file limit lasts (each look costs a poll over every socket), back to 0 on an accept.
     var backoffMillis: Int64 = 0
+    /// Where a tick is copied to be written (DirectWrite.swift: stage).
+    var staging = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
+    var stagingSize = 1024
     /// Ticks written since the last tick (flushed to the shared metric once a second).
     var ticksWritten = 0
     /// Monotonic ms of the latest tick fan-out on this thread.
@@ -74,6 +77,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     }
 
     deinit {
+        staging.deallocate()
         tickTimer.deallocate()
         backoffTimer.deallocate()
     }
@@ -179,10 +183,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         for (live, frame) in batch.rides {
             let slot = live.slot(index)
             if slot.subscribers.isEmpty { continue }
-            slot.setFrame(frame)
+            var held = false
             for sub in slot.subscribers {
                 let s = sub.session
                 if sub.pending {
+                    held = true
                     coalesced += 1
                     if sub.overdue(now, lag: lag), s.closing == nil {
                         hub.metrics.add(hub.metrics.slowConsumerDisconnects)
@@ -191,10 +196,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                     }
                     continue
                 }
+                held = true
                 sub.tickPending(now)
                 s.pendingTicks += 1
                 if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
             }
+            slot.frame = held ? frame : nil
         }
         if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
         // Counted locally between ticks: one shared atomic per write would bounce a cache
@@ -277,11 +284,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             for sub in s.subscriptions where sub.pending {
                 sub.pending = false
                 s.pendingTicks -= 1
-                let slot = sub.live.slot(index)
-                let n = slot.frameLength - pre
-                if lws_write(s.wsi, slot.frame.baseAddress!.assumingMemoryBound(to: UInt8.self) + pre, n, LWS_WRITE_TEXT) < n {
-                    return -1
-                }
+                guard let frame = sub.live.slot(index).frame else { continue }
+                let n = stage(frame)
+                if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n { return -1 }
                 ticksWritten += 1
                 s.lastTick = tickTime
                 break
