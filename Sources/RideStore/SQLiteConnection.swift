@@ -39,6 +39,8 @@ final class SQLiteConnection {
     let path: String
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    /// Keeps the WAL hook's closure alive while SQLite holds a pointer to it.
+    private var logHook: LogHook?
     /// Whether the latest failure was an I/O error (an fsync that failed, a bad sector), which
     /// at COMMIT leaves the transaction's fate unknown.
     private(set) var lastFailureWasIO = false
@@ -73,10 +75,43 @@ final class SQLiteConnection {
     var isOpen: Bool { db != nil }
 
     func close() {
+        if let db, logHook != nil { sqlite3_wal_hook(db, nil, nil) }
+        logHook = nil
         for (_, s) in statements { sqlite3_finalize(s) }
         statements = [:]
         if let db { sqlite3_close_v2(db) }
         db = nil
+    }
+
+    /// Copies what it can of the WAL into the database file without blocking any writer or
+    /// reader (PASSIVE), and returns how many frames the log held and how many of them are now
+    /// in the file. Busy (another checkpoint running) is not a failure: that one copies.
+    @discardableResult
+    func checkpoint() throws(StoreError) -> (log: Int32, copied: Int32) {
+        let db = try handle()
+        var log: Int32 = 0, copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+        if rc != SQLITE_OK && rc & 0xff != SQLITE_BUSY {
+            throw error(rc, currentMessage(rc), doing: "checkpoint")
+        }
+        return (log, copied)
+    }
+
+    /// Calls `body` with the log's size in pages after every commit, on the committing thread.
+    /// Replaces SQLite's own autocheckpoint (which is that hook).
+    func onCommit(_ body: @escaping (Int32) -> Void) throws(StoreError) {
+        let db = try handle()
+        let hook = LogHook(body)
+        logHook = hook
+        sqlite3_wal_hook(db, { ctx, _, _, pages in
+            Unmanaged<LogHook>.fromOpaque(ctx!).takeUnretainedValue().body(pages)
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(hook).toOpaque())
+    }
+
+    private final class LogHook {
+        let body: (Int32) -> Void
+        init(_ body: @escaping (Int32) -> Void) { self.body = body }
     }
 
     /// Runs SQL text that may hold several statements, no parameters (pragmas, DDL, BEGIN…).

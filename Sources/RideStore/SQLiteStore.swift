@@ -9,6 +9,8 @@ public final class SQLiteStore: RideStore {
     let db: SQLiteConnection
     /// Holds the file's flock (see `lock`); -1 once closed.
     private var lockFD: Int32 = -1
+    /// Checkpoints the log off the writer's thread; nil once closed.
+    private var checkpointer: SQLiteCheckpointer?
 
     /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
     /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
@@ -19,7 +21,9 @@ public final class SQLiteStore: RideStore {
         do {
             lockFD = try Self.lock(path)
             try configureAndMigrate()
+            try startCheckpointer()
         } catch {
+            checkpointer?.stop()
             db.close()
             if lockFD >= 0 { Glibc.close(lockFD) }
             throw error
@@ -29,9 +33,27 @@ public final class SQLiteStore: RideStore {
     deinit { close() }
 
     public func close() {
+        checkpointer?.stop()
+        checkpointer = nil
         db.close()
         if lockFD >= 0 { Glibc.close(lockFD) }
         lockFD = -1
+    }
+
+    /// Checkpoints run by the helper thread so far (tests; the log is checkpointed there).
+    var checkpoints: Int { checkpointer?.runs.load(ordering: .relaxed) ?? 0 }
+    var log: SQLiteCheckpointer { checkpointer! }
+
+    private func startCheckpointer() throws(StoreError) {
+        let helper = try SQLiteCheckpointer(path: path)
+        checkpointer = helper
+        let writer = db
+        // Replaces SQLite's autocheckpoint, which would run inside the worker's COMMIT.
+        try db.onCommit { [unowned writer] pages in
+            // A failed copy loses nothing (the frames stay in the log); the next commit retries.
+            if helper.logGrew(to: pages), (try? writer.checkpoint()) != nil { helper.writerFinished() }
+        }
+        helper.start()
     }
 
     /// One server per file: two would each keep their own rides in memory and diverge

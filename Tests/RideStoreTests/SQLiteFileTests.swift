@@ -201,3 +201,32 @@ final class SQLiteFileTests: XCTestCase {
         reopened.close()
     }
 }
+
+/// The log is checkpointed by the helper thread, not inside the worker's COMMIT, and still
+/// starts again from its beginning under a steady stream of commits.
+final class SQLiteCheckpointTests: XCTestCase {
+    func testTheLogIsCopiedByTheHelperAndRestartsUnderSteadyCommits() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rides.db").path
+        let store = try SQLiteStore(path: path)
+        let reply = { (n: Int) in ReplyRecord(key: ReplyKey(scope: "", id: "q\(n)"), request: "start r\(n)", bytes: Array("ok".utf8), at: 1_700_000_000_000) }
+        for g in 0..<1_500 {
+            let batch = (0..<20).map { i in
+                StoreWrite.create(NewRide(id: "r-\(g)-\(i)", planID: "p", owner: nil, limit: nil, startedAt: 1_700_000_000_000), reply: reply(g * 20 + i))
+            }
+            XCTAssertEqual(try store.commit(batch), Array(repeating: .written, count: 20))
+        }
+        // ~15 log pages per group: 22,000 pages written; without restarts the log would be
+        // past the hard cap (16,384) and only the writer's fallback would bound it.
+        XCTAssertGreaterThan(store.checkpoints, 0)
+        XCTAssertGreaterThanOrEqual(store.log.restarts.load(ordering: .relaxed), 2)
+        store.close()
+        let again = try SQLiteStore(path: path)
+        defer { again.close() }
+        XCTAssertNotNil(try again.ride("r-0-0"))
+        XCTAssertNotNil(try again.ride("r-1499-19"))
+        XCTAssertEqual(try again.reply(for: ReplyKey(scope: "", id: "q29999"))?.bytes, Array("ok".utf8))
+    }
+}
