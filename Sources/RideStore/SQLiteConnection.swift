@@ -151,6 +151,12 @@ final class SQLiteConnection {
         try query(sql, binds) { (_: SQLRow) throws(StoreError) in }
     }
 
+    /// Rows the latest INSERT/UPDATE/DELETE changed (0 when ON CONFLICT DO NOTHING skipped it).
+    var changes: Int32 {
+        guard let db else { return 0 }
+        return sqlite3_changes(db)
+    }
+
     /// The first column of the first row, as text (pragma results).
     func scalarText(_ sql: String) throws(StoreError) -> String? {
         var out: String?

@@ -81,13 +81,12 @@ public final class SQLiteStore: RideStore {
         results.reserveCapacity(batch.count)
         do {
             for write in batch {
-                // Checked before writing anything of it, so a refused write needs no savepoint.
-                if let e = try refusal(write) {
-                    results.append(.refused(e))
-                    continue
+                if try apply(write) {
+                    results.append(.written)
+                } else {
+                    // Rare (the server decides from the same state): say exactly why.
+                    results.append(.refused(try refusal(write) ?? StoreError(.conflict, "ride \(write.rideID): refused by the store")))
                 }
-                try apply(write)
-                results.append(.written)
             }
         } catch {
             if db.inTransaction { try? db.run("ROLLBACK") }
@@ -129,27 +128,59 @@ public final class SQLiteStore: RideStore {
         }
     }
 
-    private func apply(_ write: StoreWrite) throws(StoreError) {
+    /// Writes all of `write` or nothing of it: three statements, each conditional, instead of
+    /// reading the ride and the reply first. False when refused (nothing of it kept).
+    private func apply(_ write: StoreWrite) throws(StoreError) -> Bool {
+        let reply: ReplyRecord?
         switch write {
-        case .create(let new, let reply):
+        case .create(_, let r): reply = r
+        case .append(let e, let r):
+            if case .start = e.transition { return false }
+            reply = r
+        }
+        if let reply {
+            try db.run("INSERT INTO replies (scope, id, bytes, at, request) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                       [.text(reply.key.scope), .text(reply.key.id), .blob(reply.bytes), .int(reply.at), .text(reply.request)])
+            if db.changes == 0 { return false }
+        }
+        switch write {
+        case .create(let new, _):
             try db.run("""
                 INSERT INTO rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
-                VALUES (?, ?, ?, ?, ?, NULL, 1, 'riding')
+                VALUES (?, ?, ?, ?, ?, NULL, 1, 'riding') ON CONFLICT DO NOTHING
                 """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)])
+            guard db.changes == 1 else { return try undo(reply) }
             try insert(.start(at: new.startedAt), ride: new.id, seq: 1)
-            try record(reply)
-        case .append(let entry, let reply):
-            try insert(entry.transition, ride: entry.ride, seq: entry.seq)
+        case .append(let entry, _):
+            // Only as exactly the next entry, and only from a state that allows it
+            // (StoreRules.appendRefusal says the same, for the refusal's message).
+            let from: String
+            switch entry.transition {
+            case .start: return false
+            case .pause: from = "state = 'riding'"
+            case .resume: from = "state = 'paused'"
+            case .end: from = "state <> 'ended'"
+            }
             let state = StoreRules.state(after: entry.transition).rawValue
             if case .end(let at, _, _) = entry.transition {
-                try db.run("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ?",
-                           [.int(entry.seq), .text(state), .int(at), .text(entry.ride)])
+                try db.run("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ? AND last_seq = ? AND \(from)",
+                           [.int(entry.seq), .text(state), .int(at), .text(entry.ride), .int(entry.seq - 1)])
             } else {
-                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ?",
-                           [.int(entry.seq), .text(state), .text(entry.ride)])
+                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND \(from)",
+                           [.int(entry.seq), .text(state), .text(entry.ride), .int(entry.seq - 1)])
             }
-            try record(reply)
+            guard db.changes == 1 else { return try undo(reply) }
+            try insert(entry.transition, ride: entry.ride, seq: entry.seq)
         }
+        return true
+    }
+
+    /// Takes back the reply a refused write had recorded first (it was new: the insert took).
+    private func undo(_ reply: ReplyRecord?) throws(StoreError) -> Bool {
+        if let reply {
+            try db.run("DELETE FROM replies WHERE scope = ? AND id = ?", [.text(reply.key.scope), .text(reply.key.id)])
+        }
+        return false
     }
 
     private func taken(_ reply: ReplyRecord?) throws(StoreError) -> StoreError? {
@@ -270,12 +301,6 @@ public final class SQLiteStore: RideStore {
         if case .end(_, let r, let m) = t { (reason, metres) = (r.rawValue, m) }
         try db.run("INSERT INTO transitions (ride_id, seq, kind, at, reason, metres) VALUES (?, ?, ?, ?, ?, ?)",
                    [.text(id), .int(seq), .text(t.kind), .int(t.at), .text(reason), .int(metres)])
-    }
-
-    private func record(_ reply: ReplyRecord?) throws(StoreError) {
-        guard let reply else { return }
-        try db.run("INSERT INTO replies (scope, id, bytes, at, request) VALUES (?, ?, ?, ?, ?)",
-                   [.text(reply.key.scope), .text(reply.key.id), .blob(reply.bytes), .int(reply.at), .text(reply.request)])
     }
 
     /// One call = one write transaction. IMMEDIATE takes the write lock up front, so a
