@@ -217,10 +217,11 @@ final class SQLiteConnection {
             switch v {
             case .int(let x): rc = sqlite3_bind_int64(stmt, i, x)
             case .null: rc = sqlite3_bind_null(stmt, i)
-            case .text(let s):
-                rc = s.utf8CString.withUnsafeBufferPointer { buf in
-                    csqlite_bind_text(stmt, i, buf.baseAddress, Int32(buf.count - 1))
-                }
+            case .text(var s):
+                // By length (a value may hold a NUL); no copy for a native string.
+                // An empty buffer may have no address, and a NULL pointer would bind NULL.
+                rc = s.isEmpty ? csqlite_bind_text(stmt, i, "", 0)
+                    : s.withUTF8 { buf in csqlite_bind_text(stmt, i, buf.baseAddress, Int32(buf.count)) }
             case .blob(let b):
                 // An empty array must still bind a (zero-length) blob, not NULL.
                 rc = b.isEmpty ? sqlite3_bind_zeroblob(stmt, i, 0)

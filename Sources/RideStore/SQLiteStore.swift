@@ -154,20 +154,19 @@ public final class SQLiteStore: RideStore {
         case .append(let entry, _):
             // Only as exactly the next entry, and only from a state that allows it
             // (StoreRules.appendRefusal says the same, for the refusal's message).
-            let from: String
+            let state = SQLValue.text(StoreRules.state(after: entry.transition).rawValue)
+            let id = SQLValue.text(entry.ride), previous = SQLValue.int(entry.seq - 1)
             switch entry.transition {
             case .start: return false
-            case .pause: from = "state = 'riding'"
-            case .resume: from = "state = 'paused'"
-            case .end: from = "state <> 'ended'"
-            }
-            let state = StoreRules.state(after: entry.transition).rawValue
-            if case .end(let at, _, _) = entry.transition {
-                try db.run("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ? AND last_seq = ? AND \(from)",
-                           [.int(entry.seq), .text(state), .int(at), .text(entry.ride), .int(entry.seq - 1)])
-            } else {
-                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND \(from)",
-                           [.int(entry.seq), .text(state), .text(entry.ride), .int(entry.seq - 1)])
+            case .pause:
+                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND state = 'riding'",
+                           [.int(entry.seq), state, id, previous])
+            case .resume:
+                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND state = 'paused'",
+                           [.int(entry.seq), state, id, previous])
+            case .end(let at, _, _):
+                try db.run("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ? AND last_seq = ? AND state <> 'ended'",
+                           [.int(entry.seq), state, .int(at), id, previous])
             }
             guard db.changes == 1 else { return try undo(reply) }
             try insert(entry.transition, ride: entry.ride, seq: entry.seq)
