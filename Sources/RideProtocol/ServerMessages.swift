@@ -43,6 +43,25 @@ public enum ServerMessages {
         return w.bytes
     }
 
+    /// The reply to a transition (with the request's id) and the push to every other watcher
+    /// (without), from one encoding of the ride: the store worker makes both for every request.
+    public static func stateReplyAndPush(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, prefix: Int) -> (reply: [UInt8], push: [UInt8]) {
+        let push = state(ride: ride, plan: plan, at: at, id: nil, prefix: prefix)
+        guard let id else { return (push, push) }
+        // `{"type":"state"` then `,"id":…` then the rest, exactly as `state(…id:)` writes it.
+        let head = prefix + #"{"type":"state""#.utf8.count
+        var w = JSONWriter(reserving: id.utf8.count + 8)
+        w.beginObject()
+        w.field("id", id)
+        var reply = [UInt8]()
+        reply.reserveCapacity(push.count + w.bytes.count)
+        reply.append(contentsOf: push[..<head])
+        reply.append(UInt8(ascii: ","))
+        reply.append(contentsOf: w.bytes.dropFirst())  // `"id":"…"` without its `{`
+        reply.append(contentsOf: push[head...])
+        return (reply, push)
+    }
+
     /// The ride's fields as a JSON object (for `GET /rides/{id}`).
     public static func rideDocument(ride: Ride, plan: FarePlan, at: UnixMillis) -> [UInt8] {
         var w = JSONWriter(reserving: 512)

@@ -136,8 +136,7 @@ final class StoreCoordinator: GroupCommitClient {
         }
         switch decision {
         case .change(let c):
-            let reply = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
-            let push = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: now, id: nil, prefix: pre)
+            let (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
             // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
             let record = key.map { ReplyRecord(key: $0, request: request.fingerprint, bytes: Array(reply[pre...]), at: now) }
             writes.append(write(c, reply: record))

@@ -339,6 +339,18 @@ final class CodecTests: XCTestCase {
                        #"{"type":"state","id":"q1","ride":"r-42","state":"riding","elapsed":192,"paused":0,"fare":1040,"currency":"KRW","at":1764430192500,"started_at":1764430000000,"ended_at":null,"paused_since":null,"plan":\#(standardPlanJSON)}"#)
     }
 
+    func testReplyAndPushAreStateWithAndWithoutTheRequestID() {
+        let r = ride([(30_500, .pause)], start: t0, owner: "rider-1", limit: 1_800)
+        for id in ["q1", #"a "quoted" \ id"#, "이용-7", ""] {
+            let (reply, push) = ServerMessages.stateReplyAndPush(ride: r, plan: .standard, at: t0 + 40_500, id: id, prefix: 16)
+            XCTAssertEqual(reply, ServerMessages.state(ride: r, plan: .standard, at: t0 + 40_500, id: id, prefix: 16), id)
+            XCTAssertEqual(push, ServerMessages.state(ride: r, plan: .standard, at: t0 + 40_500, id: nil, prefix: 16), id)
+        }
+        let (reply, push) = ServerMessages.stateReplyAndPush(ride: r, plan: .standard, at: t0 + 40_500, id: nil, prefix: 0)
+        XCTAssertEqual(reply, push)
+        XCTAssertEqual(text(Array(reply.prefix(40))), #"{"type":"state","ride":"r-42","state":"p"#)
+    }
+
     func testStateOfAPausedRideWithLimitAndOwner() {
         let r = ride([(30_500, .pause)], start: t0, owner: "rider-1", limit: 1_800)
         let bytes = ServerMessages.state(ride: r, plan: .standard, at: t0 + 40_500, id: nil, prefix: 0)
