@@ -346,7 +346,6 @@ public final class SQLiteStore: RideStore {
         // already told about. A ride is money: the reply waits for the fsync.
         try db.exec("PRAGMA synchronous = FULL")
         try db.exec("PRAGMA foreign_keys = ON")
-        if let t = getenv("RP_SQL_TUNE") { try db.exec(String(cString: t)) }
 
         for step in Schema.migrations {
             try transaction { () throws(StoreError) in
