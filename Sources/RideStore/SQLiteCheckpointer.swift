@@ -89,6 +89,12 @@ final class SQLiteCheckpointer: @unchecked Sendable {  // `pending`/`stopping` a
     }
 
     private func run() {
+        // The store may be opened before the server blocks its signals for its signal thread;
+        // a thread that left SIGTERM deliverable would be chosen for it and the process die
+        // with no clean close.
+        var all = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_BLOCK, &all, nil)
         while true {
             wake.lock()
             while !pending && !stopping { wake.wait() }

@@ -230,3 +230,21 @@ final class SQLiteCheckpointTests: XCTestCase {
         XCTAssertEqual(try again.reply(for: ReplyKey(scope: "", id: "q29999"))?.bytes, Array("ok".utf8))
     }
 }
+
+/// Closing copies the log into the file and removes it (the checkpoint helper is stopped
+/// first), so a stopped server leaves one self-contained file.
+final class SQLiteCloseTests: XCTestCase {
+    func testCloseLeavesOnlyTheDatabaseFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rides.db").path
+        let store = try SQLiteStore(path: path)
+        for g in 0..<30 {
+            _ = try store.commit((0..<10).map { i in StoreWrite.create(NewRide(id: "r-\(g)-\(i)", planID: "p", owner: nil, limit: nil, startedAt: 1), reply: nil) })
+        }
+        store.close()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["rides.db"])
+        XCTAssertGreaterThan(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0, 8 * 4096)
+    }
+}
