@@ -200,16 +200,12 @@ final class SQLiteFileTests: XCTestCase {
         XCTAssertEqual(try reopened.reply(for: key)?.bytes, big.bytes)
         reopened.close()
     }
-}
 
-/// The log is checkpointed by the helper thread, not inside the worker's COMMIT, and still
-/// starts again from its beginning under a steady stream of commits.
-final class SQLiteCheckpointTests: XCTestCase {
+    // MARK: the log's checkpoints
+
+    /// The log is checkpointed by the helper thread, not inside the worker's COMMIT, and still
+    /// starts again from its beginning under a steady stream of commits.
     func testTheLogIsCopiedByTheHelperAndRestartsUnderSteadyCommits() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("rides.db").path
         let store = try SQLiteStore(path: path)
         let reply = { (n: Int) in ReplyRecord(key: ReplyKey(scope: "", id: "q\(n)"), request: "start r\(n)", bytes: Array("ok".utf8), at: 1_700_000_000_000) }
         for g in 0..<1_500 {
@@ -229,20 +225,13 @@ final class SQLiteCheckpointTests: XCTestCase {
         XCTAssertNotNil(try again.ride("r-1499-19"))
         XCTAssertEqual(try again.reply(for: ReplyKey(scope: "", id: "q29999"))?.bytes, Array("ok".utf8))
     }
-}
 
-/// Closing copies the log into the file and removes it (the checkpoint helper is stopped
-/// first), so a stopped server leaves one self-contained file.
-final class SQLiteCloseTests: XCTestCase {
+    /// Closing copies the log into the file and removes it (the checkpoint helper is stopped
+    /// first), so a stopped server leaves one self-contained file.
     func testCloseLeavesOnlyTheDatabaseFile() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("rides.db").path
         let store = try SQLiteStore(path: path)
-        for g in 0..<30 {
-            _ = try store.commit((0..<10).map { i in StoreWrite.create(NewRide(id: "r-\(g)-\(i)", planID: "p", owner: nil, limit: nil, startedAt: 1), reply: nil) })
-        }
+        let batch = (0..<300).map { i in StoreWrite.create(NewRide(id: "r-\(i)", planID: "p", owner: nil, limit: nil, startedAt: 1), reply: nil) }
+        XCTAssertEqual(try store.commit(batch).count, 300)
         store.close()
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["rides.db"])
         XCTAssertGreaterThan(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0, 8 * 4096)
