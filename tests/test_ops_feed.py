@@ -276,9 +276,9 @@ def test_operators_get_the_journal_and_watchers(secured):
         assert "journal" not in rider.request({"type": "get", "ride": "j-1"})
         e = op.request({"type": "end", "ride": "j-1"})
         status, doc, _ = get_json(secured, "/rides/j-1", ops)
-        assert status == 200 and doc["state"] == "ended" and doc["receipt"]["reason"] == "rider"
+        assert status == 200 and doc["state"] == "ended" and doc["receipt"]["reason"] == "operator"
         assert [j["event"] for j in doc["journal"]] == ["start", "pause", "resume", "end"]
-        assert doc["journal"][-1] == {"event": "end", "at": e["ended_at"], "reason": "rider"}
+        assert doc["journal"][-1] == {"event": "end", "at": e["ended_at"], "reason": "operator"}
         status, doc, _ = get_json(secured, "/rides/j-1", control("jo"))
         assert status == 200 and "journal" not in doc
 

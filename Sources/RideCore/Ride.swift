@@ -6,6 +6,8 @@ public enum RideState: String, Sendable, Equatable {
 /// Why a ride ended; printed on the receipt.
 public enum EndReason: String, Sendable, Equatable {
     case rider
+    /// Ended by an operator (an ops token acting on someone else's ride).
+    case byOperator = "operator"
     case timeLimit = "time_limit"
     case pauseLimit = "pause_limit"
 }
@@ -98,13 +100,13 @@ public struct Ride: Sendable, Equatable {
     }
 
     /// The state machine, once: what `command` at `t` records and the ride after it, or why not.
-    public func step(_ command: RideCommand, at t: UnixMillis, metres: Int64 = 0) -> Result<(RideTransition, Ride), RideError> {
+    public func step(_ command: RideCommand, at t: UnixMillis, metres: Int64 = 0, endedBy: EndReason = .rider) -> Result<(RideTransition, Ride), RideError> {
         let at = max(t, lastInstant)
         let tr: RideTransition
         switch command {
         case .pause: tr = .pause(at: at)
         case .resume: tr = .resume(at: at)
-        case .end: tr = .end(at: at, reason: .rider, metres: metres)
+        case .end: tr = .end(at: at, reason: endedBy, metres: metres)
         }
         return applying(tr).map { (tr, $0) }
     }

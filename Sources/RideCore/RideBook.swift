@@ -131,7 +131,8 @@ public struct RideBook {
     /// any; `authorize` says whether the requester may act on an existing ride (ownership),
     /// and is asked before any earlier reply is replayed, so a retry reveals nothing to others.
     public mutating func decide(_ request: Request, now: UnixMillis, earlier: Earlier? = nil,
-                                authorize: (Ride) -> Refusal? = { _ in nil }) -> Decision {
+                                authorize: (Ride) -> Refusal? = { _ in nil },
+                                endedBy: (Ride) -> EndReason = { _ in .rider }) -> Decision {
         switch request {
         case .start(let rideID, let planID, let limit, let owner):
             if let earlier { return again(earlier, request) }
@@ -153,7 +154,7 @@ public struct RideBook {
             if command != .end, entry.seq >= maxEntries - 1 {
                 return .refuse(Refusal(.tooManyTransitions, "ride \"\(rideID)\" has recorded \(entry.seq) transitions, the most one ride may have; it can only be ended"))
             }
-            switch entry.ride.step(command, at: now, metres: metres ?? 0) {
+            switch entry.ride.step(command, at: now, metres: metres ?? 0, endedBy: endedBy(entry.ride)) {
             case .failure(let e): return .refuse(Refusal(.invalidTransition, e.description))
             case .success(let (tr, next)):
                 let after = Entry(ride: next, seq: entry.seq + 1)

@@ -133,6 +133,10 @@ final class StoreCoordinator: GroupCommitClient {
         let decision = book.decide(request, now: now, earlier: earlier) { ride in
             guard let a = access, !a.mayControl(rideOwner: ride.owner) else { return nil }
             return RideBook.Refusal(.forbidden, a.claims.scope == .watch ? "this token may only watch rides" : "ride \"\(ride.id)\" belongs to another rider")
+        } endedBy: { ride in
+            // The receipt must not tell a rider they returned a scooter an operator ended.
+            guard let a = access, a.claims.ops, ride.owner != a.rider else { return .rider }
+            return .byOperator
         }
         switch decision {
         case .change(let c):

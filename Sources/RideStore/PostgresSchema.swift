@@ -7,7 +7,7 @@
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 2
+    static let current: Int64 = 3
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -70,6 +70,12 @@ enum PostgresSchema {
             -- them, so a cursor means the same on every node whatever the database's locale.
             CREATE INDEX rides_started ON ridepush.rides (started_at, (id COLLATE "C"));
             CREATE INDEX rides_ended ON ridepush.rides (ended_at, (id COLLATE "C")) WHERE ended_at IS NOT NULL;
+            """),
+        (3, """
+            -- Rides an operator ended say so on their receipt ('operator').
+            ALTER TABLE ridepush.journal DROP CONSTRAINT journal_reason_check;
+            ALTER TABLE ridepush.journal ADD CONSTRAINT journal_reason_check
+                CHECK (reason IN ('rider', 'operator', 'time_limit', 'pause_limit'));
             """),
     ]
 }

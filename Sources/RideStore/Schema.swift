@@ -31,7 +31,7 @@ enum Schema {
                 seq     INTEGER NOT NULL,
                 kind    TEXT NOT NULL CHECK (kind IN ('start', 'pause', 'resume', 'end')),
                 at      INTEGER NOT NULL,         -- Unix ms
-                reason  TEXT,                     -- end only: rider, time_limit, pause_limit
+                reason  TEXT,                     -- end only: rider, operator, time_limit, pause_limit
                 metres  INTEGER,                  -- end only
                 PRIMARY KEY (ride_id, seq)
             ) WITHOUT ROWID;

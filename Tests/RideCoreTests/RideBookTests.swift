@@ -147,6 +147,19 @@ final class RideBookTests: XCTestCase {
         XCTAssertEqual(change(book.decide(.command(.end, ride: "r", metres: nil), now: t0 + 9))?.seq, 5)
     }
 
+    func testAnEndRecordsWhoEndedItAndTheReceiptSaysSo() throws {
+        var book = RideBook(plans: [.standard])
+        _ = book.decide(.start(ride: "a", plan: nil, limit: nil, owner: "u"), now: t0)
+        _ = book.decide(.start(ride: "b", plan: nil, limit: nil, owner: "u"), now: t0)
+        let byRider = try XCTUnwrap(change(book.decide(.command(.end, ride: "a", metres: 700), now: t0 + 61_000)))
+        XCTAssertEqual(byRider.transition, .end(at: t0 + 61_000, reason: .rider, metres: 700))
+        let byOps = try XCTUnwrap(change(book.decide(.command(.end, ride: "b", metres: 0), now: t0 + 61_000,
+                                                     endedBy: { ride in ride.owner == "u" ? .byOperator : .rider })))
+        XCTAssertEqual(byOps.transition, .end(at: t0 + 61_000, reason: .byOperator, metres: 0))
+        XCTAssertEqual(byOps.after.ride.endReason, .byOperator)
+        XCTAssertEqual(EndReason.byOperator.rawValue, "operator")
+    }
+
     func testFingerprintsNameTypeAndRide() {
         XCTAssertEqual(RideBook.Request.start(ride: nil, plan: "x", limit: 5, owner: nil).fingerprint, "start")
         XCTAssertEqual(RideBook.Request.start(ride: "r-1", plan: nil, limit: nil, owner: nil).fingerprint, "start r-1")

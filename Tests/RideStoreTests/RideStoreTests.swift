@@ -68,6 +68,8 @@ final class RideStoreSemanticsTests: XCTestCase {
             try store.append(ride: "r-2", .end(at: t0 + 7, reason: .timeLimit, metres: 0), reply: nil)
             try store.create(id: "r-3", planID: "p3", owner: "", limit: 0, startedAt: t0 - 1, reply: nil)
             try store.append(ride: "r-3", .end(at: t0, reason: .rider, metres: -1), reply: nil)
+            try store.create(id: "r-4", planID: "p4", owner: "u", limit: nil, startedAt: t0, reply: nil)
+            try store.append(ride: "r-4", .end(at: t0 + 9, reason: .byOperator, metres: 12), reply: nil)
 
             store = try reopen(store)
             let r1 = try XCTUnwrap(try store.ride(id))
@@ -95,6 +97,7 @@ final class RideStoreSemanticsTests: XCTestCase {
             XCTAssertEqual(r3.journal, [.start(at: t0 - 1), .end(at: t0, reason: .rider, metres: -1)])
             XCTAssertEqual(r3.owner, "")
             XCTAssertEqual(r3.limit, 0)
+            XCTAssertEqual(try store.ride("r-4")?.journal, [.start(at: t0), .end(at: t0 + 9, reason: .byOperator, metres: 12)])
             XCTAssertNil(try store.ride("nope"))
             store.close()
         }
