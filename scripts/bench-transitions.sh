@@ -6,10 +6,10 @@
 # the whole process's.
 #
 #   scripts/bench-transitions.sh BIN [BIN…]     e.g. /tmp/before/ridepush .build/release/ridepush
-#   env: ROUNDS (2), CONNS (64), DEPTH (2), SECONDS (10), PORT (free port), DIR (temp dir)
+#   env: ROUNDS (2), CONNS (64), DEPTH (2), DURATION (10), PORT (free port), DIR (temp dir)
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 RIDEPUSH_BIN [RIDEPUSH_BIN…]" >&2; exit 2; }
-ROUNDS=${ROUNDS:-2} CONNS=${CONNS:-64} DEPTH=${DEPTH:-2} SECONDS_=${SECONDS:-10}
+ROUNDS=${ROUNDS:-2} CONNS=${CONNS:-64} DEPTH=${DEPTH:-2} DURATION=${DURATION:-10}
 PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 DIR=${DIR:-$(mktemp -d)}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +27,7 @@ for round in $(seq 1 "$ROUNDS"); do
     declare -A t0=()
     for t in /proc/$pid/task/*; do t0[$t]=$(ticks "$t/stat"); done
     out=$("$bin" bench --transitions --url "ws://127.0.0.1:$PORT/ws" -n "$CONNS" --depth "$DEPTH" \
-      --duration "$SECONDS_" --disk "$DIR" 2>&1)
+      --duration "$DURATION" --disk "$DIR" 2>&1)
     after=$(ticks "/proc/$pid/stat")
     busiest=0
     for t in /proc/$pid/task/*; do
