@@ -8,8 +8,9 @@ Every part runs in this one invocation, against one PostgreSQL 15 started by tes
 1. fanout: 4 nodes on one database, each with SUBSCRIBERS subscribers (SUBSCRIBERS/2 rides,
    the same rides on every node, started by whichever node's bench gets there first), one
    `ridepush bench --pid NODE` process per node running at once: CPU per delivered tick per
-   node, tick latency p50/p99, missed ticks; then one node alone with SUBSCRIBERS subscribers,
-   same bench flags, for the ratio;
+   node, tick latency p50/p99, missed ticks; then 4 nodes with SUBSCRIBERS/4 each (the same
+   total as one node, so what 4 nodes as such cost shows apart from 4 times the work on this
+   machine), and the same with 4 unrelated memory-store nodes (no cluster); then one node alone with SUBSCRIBERS subscribers, same bench flags, for the ratio;
 2. roundtrip: pause/resume over a real WebSocket, one request in flight, on PostgreSQL and on
    SQLite (WAL, synchronous=FULL): median and p99;
 3. crossnode: 4 nodes; a transition sent to node A -> the `state` push on a watcher of node D,
@@ -111,27 +112,43 @@ def fanout_row(label, r):
     return s.get("cpu_us_per_tick")
 
 
-def fanout(pg, subscribers, window, ramp, out_dir):
-    stamp("fanout: 4 nodes x %d subscribers on one PostgreSQL" % subscribers)
-    uri = pg.uri(pg.create_database())
+def four_nodes(pg, per_node, window, ramp, out_dir, tag, shared=True):
+    """4 nodes on one fresh database (or, not `shared`, 4 unrelated nodes each with its own
+    memory store), `per_node` subscribers on each; the per-node CPU/tick."""
+    if shared:
+        stamp("fanout: 4 nodes x %d subscribers on one PostgreSQL" % per_node)
+        uri = pg.uri(pg.create_database())
+    else:
+        stamp("fanout: 4 separate nodes x %d subscribers, --store memory (no cluster)" % per_node)
+        uri = "memory"
     nodes = [Server(*MANY, store=uri) for _ in range(4)]
     try:
         for s in nodes:
             s.start(timeout=30)
-        results = bench_procs(nodes, subscribers, window, ramp, out_dir, "fanout4")
+        results = bench_procs(nodes, per_node, window, ramp, out_dir, tag)
         print("load average after: %s" % load())
         cpus = [fanout_row("node %s" % "ABCD"[i], r) for i, r in enumerate(results)]
         for i, s in enumerate(nodes):
-            print("node %s: rides %s, ticks coalesced %s, store up %s, listener reconnects %s" % (
-                "ABCD"[i], metric(s, "ridepush_rides"), metric(s, "ridepush_ticks_coalesced_total"),
+            print("node %s: ticks coalesced %s, store up %s, listener reconnects %s" % (
+                "ABCD"[i], metric(s, "ridepush_ticks_coalesced_total"),
                 metric(s, "ridepush_store_up"), metric(s, "ridepush_cluster_listener_reconnects_total")))
         starts = [r.get("window_start_ms") for r in results if "error" not in r]
         ends = [r.get("window_end_ms") for r in results if "error" not in r]
         if len(starts) == 4 and all(starts) and all(ends):
             print("windows overlap for %.1f s of %d s" % ((min(ends) - max(starts)) / 1000, window))
+        return cpus
     finally:
         for s in nodes:
             s.stop()
+
+
+def fanout(pg, subscribers, window, ramp, out_dir):
+    cpus = four_nodes(pg, subscribers, window, ramp, out_dir, "fanout4")
+    # The same total as one node alone, spread over 4 nodes: whether 4 nodes as such (the
+    # cluster feed, 4 processes) cost anything, apart from 4 times the ticks on 2 cores.
+    split = four_nodes(pg, subscribers // 4, window, ramp // 4 or 1, out_dir, "fanout4split")
+    # And the same 4 processes without a cluster: what is the cluster's, what is 4 processes'.
+    apart = four_nodes(pg, subscribers // 4, window, ramp // 4 or 1, out_dir, "fanout4memory", shared=False)
     stamp("fanout: one node alone x %d subscribers on PostgreSQL" % subscribers)
     alone = Server(*MANY, store=pg.uri(pg.create_database()))
     try:
@@ -141,10 +158,12 @@ def fanout(pg, subscribers, window, ramp, out_dir):
         solo = fanout_row("alone", one[0])
     finally:
         alone.stop()
-    good = [c for c in cpus if c]
-    if solo and good:
-        print("CPU per delivered tick, each of 4 nodes / one node alone: "
-              + "  ".join("%.2f×" % (c / solo) for c in good), flush=True)
+    for name, cs in (("4 x %d" % subscribers, cpus), ("4 x %d" % (subscribers // 4), split),
+                     ("4 x %d, memory stores" % (subscribers // 4), apart)):
+        good = [c for c in cs if c]
+        if solo and good:
+            print("CPU per delivered tick, each node of %s / one node alone x %d: %s" % (
+                name, subscribers, "  ".join("%.2f×" % (c / solo) for c in good)), flush=True)
 
 
 # 2. round trip
