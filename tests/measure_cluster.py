@@ -69,20 +69,24 @@ def metric(srv, name):
 # 1. fan-out
 
 
-def bench_procs(nodes, subscribers, window, ramp, out_dir, tag):
-    """One `ridepush bench` per node, all at once; returns their parsed JSON results."""
+def bench_procs(nodes, subscribers, window, ramp, out_dir, tag, warmup=5):
+    """One `ridepush bench` per node, all at once; returns their parsed JSON results. The
+    bench counts a connection as open at its handshake, and on PostgreSQL a node is still
+    committing the bench's starts (and answering the subscriptions waiting on them) for some
+    seconds after that: `warmup` seconds pass before the window, so those are not counted as
+    missed ticks."""
     procs = []
     for i, srv in enumerate(nodes):
         path = os.path.join(out_dir, "%s-%d.json" % (tag, i))
         err = open(path + ".err", "w")
         cmd = [BIN, "bench", "--url", srv.ws, "-n", str(subscribers), "-r", str(subscribers // 2),
-               "--duration", str(window), "--ramp", str(ramp), "--connect-timeout", "180",
+               "--duration", str(window), "--ramp", str(ramp), "--connect-timeout", "180", "--warmup", str(warmup),
                "--pid", str(srv.proc.pid), "--json"]
         procs.append((subprocess.Popen(cmd, stdout=open(path, "w"), stderr=err), path, cmd))
     results = []
     for p, path, cmd in procs:
         try:
-            p.wait(window + 180 + 60)
+            p.wait(window + warmup + 180 + 60)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(5)
