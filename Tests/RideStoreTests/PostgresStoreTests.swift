@@ -344,6 +344,36 @@ final class PostgresStoreTests: XCTestCase {
         try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
     }
 
+    /// A pipeline's statements with parameters are prepared once per session and executed by
+    /// name after that; a prepare skipped by an earlier error is made next time, one rolled
+    /// back with its transaction stays; past the bound, statements still run unprepared.
+    func testPipelinedStatementsArePreparedOncePerSession() throws {
+        let c = try PostgresConnection(pg.settings(database: db))
+        func names() throws -> [String] {
+            let r = try c.query("SELECT name || '=' || statement FROM pg_prepared_statements ORDER BY name")
+            return (0..<r.count).map { r.text($0, 0) }
+        }
+        let add = (sql: "SELECT $1::integer + 1", params: [PGValue.int(41)])
+        let twice = (sql: "SELECT $1::integer * 2", params: [PGValue.int(21)])
+        var out = try c.pipeline([add, add, ("SELECT 7", [])])
+        XCTAssertEqual(out.map { $0.int(0, 0) }, [42, 42, 7])
+        XCTAssertEqual(try names(), ["ridepush_1=SELECT $1::integer + 1"])
+        // An error before it: the prepare is skipped, so it is not taken as made.
+        XCTAssertNotNil(pgError { () throws(PostgresError) in _ = try c.pipeline([("SELECT 1/0", []), twice]) })
+        XCTAssertEqual(try names(), ["ridepush_1=SELECT $1::integer + 1"])
+        try c.query("BEGIN")
+        out = try c.pipeline([twice, add])
+        try c.query("ROLLBACK")
+        XCTAssertEqual(out.map { $0.int(0, 0) }, [42, 42])
+        XCTAssertEqual(try names(), ["ridepush_1=SELECT $1::integer + 1", "ridepush_2=SELECT $1::integer * 2"])
+        for k in 3...20 { _ = try c.pipeline([(sql: "SELECT $1::integer + \(k)", params: [PGValue.int(0)])]) }
+        XCTAssertEqual(try names().count, PostgresConnection.maxPrepared)
+        XCTAssertEqual(try c.pipeline([(sql: "SELECT $1::integer + 100", params: [PGValue.int(1)])]).map { $0.int(0, 0) }, [101])
+        // A new session starts with none.
+        let d = try PostgresConnection(pg.settings(database: db))
+        XCTAssertEqual(try d.query("SELECT count(*) FROM pg_prepared_statements").int(0, 0), 0)
+    }
+
     /// A group's reply lookups in one round trip: answered from what was read ahead (even a
     /// key known not to be recorded) until the group commits, then from PostgreSQL again.
     func testPrefetchedRepliesAnswerUntilTheGroupCommits() throws {
