@@ -12,7 +12,7 @@ OUT ?= test-output
 APT_BUILD := libwebsockets-dev libssl-dev libsqlite3-dev libpq-dev pkg-config
 APT_TEST := chromium chromium-driver fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils prometheus postgresql gcc
 
-.PHONY: run build release test unit integration deps deps-test venv clean bench stamp tsan fuzz fuzz-build fuzz-short asan
+.PHONY: run build release test unit integration deps deps-test venv clean bench bench-cluster stamp tsan fuzz fuzz-build fuzz-short asan
 
 deps:
 	@bash .ci/apt-ensure.sh $(APT_BUILD)
@@ -111,6 +111,11 @@ fuzz-short:
 # Not a test: prints figures (see BENCHMARKS.md). Needs gcc for the reference server.
 bench: release
 	bash scripts/bench-compare.sh -n $${N:-19000} -d $${D:-15} -k $${K:-1}
+
+# Not a test either: the several-nodes figures of issue 12 (BENCHMARKS.md), against a
+# PostgreSQL it starts itself. ONLY=fanout,roundtrip,crossnode,transitions picks parts.
+bench-cluster: release deps-test venv
+	RIDEPUSH_BIN=$(CURDIR)/.build/release/ridepush $(PY) tests/measure_cluster.py $${ONLY:+--only $$ONLY}
 
 # ThreadSanitizer: the Swift tests and the integration protocol, scale and overload tests
 # against a -sanitize=thread build (its own build directory). TSan reports go to

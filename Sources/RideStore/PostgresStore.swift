@@ -1,3 +1,4 @@
+import Glibc
 import RideCore
 
 /// The ride store on PostgreSQL, shared by every node of a fleet. Same contract as
@@ -8,15 +9,16 @@ import RideCore
 /// Not `Sendable`, like the other stores: one owner thread. A lost connection is reopened on
 /// the next call, at most once per backoff interval (250 ms doubling to 5 s), so calls made
 /// while PostgreSQL is down fail at once with `.unavailable` instead of each waiting for a
-/// connect timeout.
+/// connect timeout. The backoff runs on an injected clock (tests advance it by hand).
 public final class PostgresStore: RideStore {
     public let settings: PostgresSettings
     /// "ride store postgresql://user:***@host/db": what every message names.
     public let label: String
     private var conn: PostgresConnection?
     private var closed = false
-    private var backoff: Duration = .zero
-    private var retryAt: ContinuousClock.Instant = .now
+    private let clock: any RideClock
+    private var backoffMillis: Int64 = 0
+    private var retryAt: UnixMillis
     /// The server process of the current connection (a node ignores its own NOTIFYs).
     public let ownBackend = BackendID()
     /// Whether the last call reached PostgreSQL.
@@ -29,8 +31,10 @@ public final class PostgresStore: RideStore {
     /// Connects, then creates or upgrades the schema. Throws `.unavailable` (cannot
     /// connect or authenticate: the message has libpq's words), `.newerSchema`, `.corrupt`
     /// (a `ridepush` schema that is not RidePush's).
-    public init(_ settings: PostgresSettings) throws(StoreError) {
+    public init(_ settings: PostgresSettings, clock: any RideClock = MonotonicMillisClock()) throws(StoreError) {
         self.settings = settings
+        self.clock = clock
+        retryAt = clock.now()
         label = "ride store \(settings.redacted)"
         let c = try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresConnection(settings) }
         try PostgresJournal.migrate(c, label: label)
@@ -248,23 +252,28 @@ public final class PostgresStore: RideStore {
         if let conn, conn.isOpen { return conn }
         conn = nil
         ownBackend.set(0)
-        let now = ContinuousClock.now
+        let now = clock.now()
         if now < retryAt {
-            throw StoreError(.unavailable, "\(label): PostgreSQL unreachable (\(health.lastFailure)); next attempt in \(now.duration(to: retryAt).formatted(.units(allowed: [.milliseconds])))")
+            throw StoreError(.unavailable, "\(label): PostgreSQL unreachable (\(health.lastFailure)); next attempt in \(retryAt - now) ms")
         }
         do {
             let c = try PostgresConnection(settings)
             conn = c
-            backoff = .zero
+            backoffMillis = 0
             ownBackend.set(c.backendPID)
             health.up()
             return c
         } catch {
-            backoff = backoff == .zero ? .milliseconds(250) : min(backoff * 2, .seconds(5))
-            retryAt = ContinuousClock.now + backoff
+            backoffMillis = Self.nextBackoff(after: backoffMillis)
+            retryAt = clock.now() + backoffMillis
             health.down(error.message)
             throw StoreError(postgres: error, label: label)
         }
+    }
+
+    /// 250 ms after the first failed connect, doubling to at most 5 s.
+    static func nextBackoff(after millis: Int64) -> Int64 {
+        millis == 0 ? 250 : min(millis * 2, 5_000)
     }
 
     /// One call = one transaction. A deadlock or serialization failure (two nodes' batches
@@ -286,5 +295,16 @@ public final class PostgresStore: RideStore {
                 throw StoreError(postgres: error, label: label)
             }
         }
+    }
+}
+
+/// CLOCK_MONOTONIC in milliseconds, the default clock of the store's reconnect backoff: a
+/// stepped wall clock must not stretch or cut short a wait between connects.
+public struct MonotonicMillisClock: RideClock {
+    public init() {}
+    public func now() -> UnixMillis {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }

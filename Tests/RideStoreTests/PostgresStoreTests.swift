@@ -15,7 +15,9 @@ final class PostgresStoreTests: XCTestCase {
         db = try pg.createDatabase()
     }
 
-    func open() throws -> PostgresStore { try PostgresStore(pg.settings(database: db)) }
+    func open(_ clock: any RideClock = MonotonicMillisClock()) throws -> PostgresStore {
+        try PostgresStore(pg.settings(database: db), clock: clock)
+    }
 
     // MARK: connecting
 
@@ -279,7 +281,8 @@ final class PostgresStoreTests: XCTestCase {
     /// next ones without another connect until the backoff passes), and health says so; once
     /// it is back the store reconnects by itself.
     func testServerGoneThenBackIsUnavailableThenFine() throws {
-        let store = try open()
+        let clock = ManualClock()
+        let store = try open(clock)
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
         try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
@@ -292,18 +295,89 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertTrue(e?.message.contains("database \"\(db!)\" is not currently accepting connections") ?? false, e?.message ?? "")
         e = storeError { () throws(StoreError) in try store.ride("r") }
         XCTAssertTrue(e?.message.contains("PostgreSQL unreachable (") ?? false, e?.message ?? "")
-        XCTAssertTrue(e?.message.contains("; next attempt in ") ?? false, e?.message ?? "")
+        XCTAssertTrue(e?.message.contains("; next attempt in 250 ms") ?? false, e?.message ?? "")
         XCTAssertLessThan(ContinuousClock.now - began, .seconds(2))
         try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
-        usleep(300_000)  // past the first backoff (250 ms)
+        // Reachable again, but the backoff has not passed: still no connect.
+        clock.advance(millis: 249)
+        e = storeError { () throws(StoreError) in try store.ride("r") }
+        XCTAssertTrue(e?.message.contains("; next attempt in 1 ms") ?? false, e?.message ?? "")
+        clock.advance(millis: 1)
         XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]), [.written])
         XCTAssertTrue(store.health.isUp)
+    }
+
+    /// Each failed connect doubles the wait before the next one, 250 ms up to 5 s; calls in
+    /// between fail without connecting and say how long is left. Once a connect works the
+    /// backoff starts from 250 ms again.
+    func testReconnectBackoffDoublesToFiveSeconds() throws {
+        let clock = ManualClock()
+        let store = try open(clock)
+        try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        func attempt() -> String { storeError { () throws(StoreError) in _ = try store.ride("r") }?.message ?? "no error" }
+        func cutOff() throws {
+            try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+            try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
+            XCTAssertFalse(attempt().contains("next attempt"))  // the lost connection's own failure
+            let first = attempt()  // the first connect, at once, refused with libpq's words
+            XCTAssertTrue(first.contains("database \"\(db!)\" is not currently accepting connections"), first)
+            XCTAssertFalse(first.contains("next attempt"), first)
+        }
+        try cutOff()
+        for wait: Int64 in [250, 500, 1_000, 2_000, 4_000, 5_000, 5_000] {
+            XCTAssertTrue(attempt().hasSuffix("; next attempt in \(wait) ms"), "before waiting \(wait) ms")
+            clock.advance(millis: wait - 1)
+            XCTAssertTrue(attempt().hasSuffix("; next attempt in 1 ms"), "1 ms before \(wait) ms")
+            clock.advance(millis: 1)
+            let tried = attempt()  // a real connect, refused again
+            XCTAssertTrue(tried.contains("is not currently accepting connections"), tried)
+            XCTAssertFalse(tried.contains("next attempt"), tried)
+        }
+        XCTAssertFalse(store.health.isUp)
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
+        clock.advance(millis: 5_000)
+        XCTAssertEqual(try store.ride("r")?.seq, 1)
+        XCTAssertTrue(store.health.isUp)
+        // A connect that worked starts the next outage's backoff from 250 ms again.
+        try cutOff()
+        XCTAssertTrue(attempt().hasSuffix("; next attempt in 250 ms"))
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
+    }
+
+    /// A pipeline's statements with parameters are prepared once per session and executed by
+    /// name after that; a prepare skipped by an earlier error is made next time, one rolled
+    /// back with its transaction stays; past the bound, statements still run unprepared.
+    func testPipelinedStatementsArePreparedOncePerSession() throws {
+        let c = try PostgresConnection(pg.settings(database: db))
+        func names() throws -> [String] {
+            let r = try c.query("SELECT name || '=' || statement FROM pg_prepared_statements ORDER BY name")
+            return (0..<r.count).map { r.text($0, 0) }
+        }
+        let add = (sql: "SELECT $1::integer + 1", params: [PGValue.int(41)])
+        let twice = (sql: "SELECT $1::integer * 2", params: [PGValue.int(21)])
+        var out = try c.pipeline([add, add, ("SELECT 7", [])])
+        XCTAssertEqual(out.map { $0.int(0, 0) }, [42, 42, 7])
+        XCTAssertEqual(try names(), ["ridepush_1=SELECT $1::integer + 1"])
+        // An error before it: the prepare is skipped, so it is not taken as made.
+        XCTAssertNotNil(pgError { () throws(PostgresError) in _ = try c.pipeline([("SELECT 1/0", []), twice]) })
+        XCTAssertEqual(try names(), ["ridepush_1=SELECT $1::integer + 1"])
+        try c.query("BEGIN")
+        out = try c.pipeline([twice, add])
+        try c.query("ROLLBACK")
+        XCTAssertEqual(out.map { $0.int(0, 0) }, [42, 42])
+        XCTAssertEqual(try names(), ["ridepush_1=SELECT $1::integer + 1", "ridepush_2=SELECT $1::integer * 2"])
+        for k in 3...20 { _ = try c.pipeline([(sql: "SELECT $1::integer + \(k)", params: [PGValue.int(0)])]) }
+        XCTAssertEqual(try names().count, PostgresConnection.maxPrepared)
+        XCTAssertEqual(try c.pipeline([(sql: "SELECT $1::integer + 100", params: [PGValue.int(1)])]).map { $0.int(0, 0) }, [101])
+        // A new session starts with none.
+        let d = try PostgresConnection(pg.settings(database: db))
+        XCTAssertEqual(try d.query("SELECT count(*) FROM pg_prepared_statements").int(0, 0), 0)
     }
 
     /// A group's reply lookups in one round trip: answered from what was read ahead (even a
     /// key known not to be recorded) until the group commits, then from PostgreSQL again.
     func testPrefetchedRepliesAnswerUntilTheGroupCommits() throws {
-        let store = try open()
+        let store = try open(ManualClock())
         let k1 = ReplyKey(scope: "u\u{0}", id: "q1"), k2 = ReplyKey(scope: "u", id: "q2"), k3 = ReplyKey(scope: "u", id: "q3")
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start r", bytes: [0, 7], at: t0))
         store.prefetchReplies([k1, k2])
@@ -312,7 +386,7 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertNil(try store.reply(for: k2))
         // Not read ahead: a real read, on the connection that is gone.
         XCTAssertEqual(storeError { () throws(StoreError) in try store.reply(for: k3) }?.kind, .unavailable)
-        usleep(300_000)
+        // A lost connection (no failed connect yet) is reopened at once: the clock stands still.
         XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)),
                                                  reply: ReplyRecord(key: k2, request: "pause r", bytes: [2], at: t0 + 1))]), [.written])
         XCTAssertEqual(try store.reply(for: k2), StoredReply(request: "pause r", bytes: [2]))
