@@ -62,6 +62,15 @@ final class StoreCoordinator: GroupCommitClient {
                 return recent[key] == nil ? key : nil
             }
             if keys.count > 1 { shared.prefetchReplies(keys) }
+            var unknown = Set<String>()
+            for job in jobs {
+                switch job {
+                case .request(let r, _, _, _, _): if let rid = r.rideID, !book.knows(rid) { unknown.insert(rid) }
+                case .lookup(let rid?, _, _): if !book.knows(rid) { unknown.insert(rid) }
+                default: break
+                }
+            }
+            if unknown.count > 1 { shared.prefetchRides(unknown.sorted()) }
         }
         var writes: [StoreWrite] = []
         for job in jobs {

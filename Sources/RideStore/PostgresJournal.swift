@@ -200,6 +200,13 @@ enum PostgresJournal {
             """, [.text(id)]).first
     }
 
+    static func rides(_ c: PostgresConnection, ids: [String], label: String) throws(StoreError) -> [StoredRide] {
+        try rides(c, label: label, """
+            SELECT \(rideColumns) FROM ridepush.rides r JOIN ridepush.journal j ON j.ride_id = r.id
+            WHERE r.id = ANY($1::text[]) ORDER BY r.id, j.seq
+            """, [.text(arrayLiteral(ids))])
+    }
+
     /// A page of the listing: the page's ids first through rides_started / rides_ended (a
     /// page reads `limit` index entries), then their journals, in the page's order.
     static func rides(_ c: PostgresConnection, _ page: RidePage, limit: Int, label: String) throws(StoreError) -> [StoredRide] {

@@ -13,6 +13,9 @@ public protocol SharedJournal: AnyObject {
     /// Reads the recorded replies of a group's request ids at once (a network store pays a
     /// round trip per read); `reply(for:)` then answers those keys until the next commit.
     func prefetchReplies(_ keys: [ReplyKey])
+    /// Reads a group's rides unknown to the node at once; `ride(_:)` then answers those ids
+    /// from it (found or not) until the next commit.
+    func prefetchRides(_ ids: [String])
     /// The server process of the store's own connection (0 when none), readable from any
     /// thread: a node skips its own notifications.
     var ownBackend: BackendID { get }

@@ -25,6 +25,7 @@ public final class PostgresStore: RideStore {
     public let health = ConnectionHealth()
     /// Replies read ahead for the group being decided (nil value: known not recorded).
     private var prefetched: [ReplyKey: StoredReply?]?
+    private var prefetchedRides: [String: StoredRide?]?
     /// Tests hold a transaction open here (its row locks taken) to race another node.
     var beforeCommit: (() -> Void)?
 
@@ -69,6 +70,7 @@ public final class PostgresStore: RideStore {
             return []
         }
         prefetched = nil  // the group has been decided; later reads go to PostgreSQL
+        prefetchedRides = nil
         if let results = try pipelined(batch) { return results }
         return try transaction { (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
             var rows = try PostgresJournal.lockRides(c, batch.map(\.rideID), label: label)
@@ -206,6 +208,18 @@ public final class PostgresStore: RideStore {
         prefetched = cache
     }
 
+    /// The rides of a group's ids in one round trip: without it every start of a new ride
+    /// costs a lookup of its own, one after another on the store thread.
+    public func prefetchRides(_ ids: [String]) {
+        prefetchedRides = nil
+        guard !ids.isEmpty, let c = try? connection(),
+              let found = try? PostgresJournal.rides(c, ids: ids, label: label) else { return }
+        var cache: [String: StoredRide?] = [:]
+        for id in ids { cache[id] = .some(nil) }
+        for r in found { cache[r.id] = .some(r) }
+        prefetchedRides = cache
+    }
+
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
         try transaction { (c: PostgresConnection) throws(PostgresError) in
             try PostgresJournal.prune(c, repliesBefore: instant)
@@ -219,7 +233,8 @@ public final class PostgresStore: RideStore {
     }
 
     public func ride(_ id: String) throws(StoreError) -> StoredRide? {
-        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.ride(c, id, label: label) }
+        if let cached = prefetchedRides?[id] { return cached }
+        return try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.ride(c, id, label: label) }
     }
 
     public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {

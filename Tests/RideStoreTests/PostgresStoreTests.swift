@@ -392,6 +392,23 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try store.reply(for: k2), StoredReply(request: "pause r", bytes: [2]))
     }
 
+    /// A group's unknown rides are read in one round trip: after it, with the connection gone,
+    /// those ids (found or not) are still answered; the next commit drops what was read.
+    func testAGroupsRidesAreReadAheadOnce() throws {
+        let store = try open(ManualClock())
+        try store.create(id: "a \"1\"", planID: "p", owner: "u", limit: 60, startedAt: t0, reply: nil)
+        try store.append(ride: "a \"1\"", .pause(at: t0 + 5), reply: nil)
+        store.prefetchRides(["a \"1\"", "ghost"])
+        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        let a = try XCTUnwrap(try store.ride("a \"1\""))
+        XCTAssertEqual(a.journal, [.start(at: t0), .pause(at: t0 + 5)])
+        XCTAssertEqual(a.owner, "u")
+        XCTAssertNil(try store.ride("ghost"))
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.ride("other") }?.kind, .unavailable)
+        XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "a \"1\"", seq: 3, transition: .resume(at: t0 + 9)), reply: nil)]), [.written])
+        XCTAssertEqual(try store.ride("a \"1\"")?.journal, [.start(at: t0), .pause(at: t0 + 5), .resume(at: t0 + 9)])
+    }
+
     /// A journal edited by hand so it no longer replays is reported, not guessed at.
     func testDamagedJournalIsReportedAsCorrupt() throws {
         let store = try open()
