@@ -83,6 +83,7 @@ extension Shard {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
         nextSerial += 1
         let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial)
+        s.writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
         user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
         sessions[s.serial] = s
         hub.metrics.add(hub.metrics.connections)

@@ -17,7 +17,7 @@ final class Session {
     /// Control replies, state pushes, warnings and errors, in order; never dropped.
     var outbox: [[UInt8]] = []
     var outboxHead = 0
-    var subscriptions: [Subscription] = []
+    var subscriptions = SubscriptionList()
     /// Subscriptions holding an unsent tick (at most one each: newer ticks replace older).
     var pendingTicks = 0
     /// Fragments of the message being received.
@@ -35,6 +35,8 @@ final class Session {
     var lastTick: Int64 = 0
     var pingDue = false
     var pingSent = false
+    /// Plain TCP, its own connection: ticks may be written from the fan-out (TickStaging.swift).
+    var writesDirectly = false
 
     init(wsi: OpaquePointer, peer: String, serial: UInt64) {
         self.wsi = wsi
@@ -70,6 +72,67 @@ final class Session {
         guard closing == nil else { return }
         closing = (code, reason)
         lws_callback_on_writable(wsi)
+    }
+}
+
+/// A session's subscriptions, in order. Nearly every connection watches one ride: that one is
+/// held without an array (48 bytes less per connection); a second moves them into one.
+struct SubscriptionList: Sequence {
+    private enum Storage {
+        case none
+        case one(Subscription)
+        case many([Subscription])
+    }
+    private var storage = Storage.none
+
+    var isEmpty: Bool {
+        if case .none = storage { return true }
+        return false
+    }
+
+    mutating func append(_ sub: Subscription) {
+        switch storage {
+        case .none: storage = .one(sub)
+        case .one(let first): storage = .many([first, sub])
+        case .many(var all):
+            storage = .none  // keeps the array unique while it grows
+            all.append(sub)
+            storage = .many(all)
+        }
+    }
+
+    mutating func remove(_ sub: Subscription) {
+        switch storage {
+        case .none: return
+        case .one(let only): if only === sub { storage = .none }
+        case .many(var all):
+            storage = .none
+            all.removeAll { $0 === sub }
+            storage = all.count == 1 ? .one(all[0]) : all.isEmpty ? .none : .many(all)
+        }
+    }
+
+    mutating func removeAll() { storage = .none }
+
+    struct Iterator: IteratorProtocol {
+        fileprivate var only: Subscription?
+        fileprivate var all: IndexingIterator<[Subscription]>?
+
+        mutating func next() -> Subscription? {
+            if let o = only {
+                only = nil
+                return o
+            }
+            return all?.next()
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        switch storage {
+        case .none: return Iterator()
+        case .one(let only): return Iterator(only: only)
+        case .many(let all): return Iterator(all: all.makeIterator())
+        }
     }
 }
 

@@ -31,7 +31,7 @@ extension Shard {
             case .unsubscribe(let ride):
                 guard let sub = s.subscription(for: ride) else { continue }
                 detach(sub)
-                s.subscriptions.removeAll { $0 === sub }
+                s.subscriptions.remove(sub)
             case .close(let code, let reason): closeHard(s, code: code, reason: reason)
             case .pauseReading: lws_rx_flow_control(s.wsi, 0)
             case .resumeReading: lws_rx_flow_control(s.wsi, 1)

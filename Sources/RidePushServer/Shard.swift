@@ -56,7 +56,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// Current pause before watching the listener again: doubles from 100 ms to 2 s while the
     /// file limit lasts (each look costs a poll over every socket), back to 0 on an accept.
     var backoffMillis: Int64 = 0
-    /// Where a tick is copied to be written (DirectWrite.swift: stage).
+    /// Where a tick is copied to be written (TickStaging.swift).
     var staging = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
     var stagingSize = 1024
     /// Ticks written since the last tick (flushed to the shared metric once a second).
@@ -143,9 +143,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
 
     /// Runs on LWS_CALLBACK_EVENT_WAIT_CANCELLED: the thread handles what others handed it.
     func drainMailbox() {
+        // Taken whole, not emptied keeping its capacity: that copies nothing but allocates a
+        // buffer as large as the biggest burst so far (the connect ramp's replies) and holds it.
         let events = mailbox.withLock { m -> [ShardEvent] in
             let e = m
-            m.removeAll(keepingCapacity: true)
+            m = []
             return e
         }
         for e in events { handle(e) }
@@ -172,8 +174,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
 
     // MARK: fan-out (service thread)
 
-    /// Gives every local subscriber of every ticking ride this tick. A subscriber that still
-    /// holds the previous tick keeps one pending tick: the slot's frame now holds the newer.
+    /// Gives every local subscriber of every ticking ride this tick: written at once where
+    /// nothing is ahead of it (TickStaging.swift), else pending for WRITEABLE. A subscriber that
+    /// still holds the previous tick keeps one pending tick: the slot's frame now holds the newer.
     func fanOut(_ batch: TickBatch) {
         let started = monotonicMicros()
         let lag = Int64(hub.config.slowConsumerLag) * 1000
@@ -184,6 +187,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             let slot = live.slot(index)
             if slot.subscribers.isEmpty { continue }
             var held = false
+            var staged = -1
             for sub in slot.subscribers {
                 let s = sub.session
                 if sub.pending {
@@ -195,6 +199,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                         closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
                     }
                     continue
+                }
+                if s.pendingTicks == 0, s.writesDirectly {
+                    if staged < 0 { staged = stage(frame) }
+                    if writeStagedTick(s, staged) { continue }
                 }
                 held = true
                 sub.tickPending(now)

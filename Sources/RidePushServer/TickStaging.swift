@@ -1,11 +1,6 @@
 import CLibWebSockets
 
 extension Shard {
-    // A tick written from the fan-out itself (lws_write at once when lws_partial_buffered is 0,
-    // plain TCP only) cost less CPU per tick (1.32x -> 1.09x the floor, side by side) but made
-    // fan-out latency 2-2.5x worse at 2,000 and 19,000 subscribers (BENCHMARKS.md, issue 16), so
-    // ticks keep the WRITEABLE path; see git history for the direct write.
-
     /// Copies an encoded tick (LWS_PRE room in front) into this thread's staging buffer, where
     /// lws may write the frame header in front of it; returns the payload length.
     func stage(_ frame: [UInt8]) -> Int {
@@ -16,5 +11,38 @@ extension Shard {
         }
         frame.withUnsafeBufferPointer { staging.update(from: $0.baseAddress!, count: $0.count) }
         return frame.count - pre
+    }
+
+    /// Writes the staged tick (`n` payload bytes) from the fan-out itself when nothing can be
+    /// ahead of it, instead of asking lws for a WRITEABLE callback: that round trip (a POLLOUT
+    /// change, a poll() over every socket, a callback, another POLLOUT change) cost more than
+    /// the send it leads to. One staging serves every subscriber of the ride: lws writes the
+    /// same header in front each time and leaves a server's (unmasked) payload as it is.
+    ///
+    /// Safe on plain TCP (lws 4.1): lws_write hands the frame to one send(); what the kernel does
+    /// not take lws keeps on the connection's own buffer list, asks for POLLOUT itself and flushes
+    /// it before any later WRITEABLE callback, and the next tick then sees lws_partial_buffered
+    /// and waits for WRITEABLE (coalescing and the slow-consumer clock as before). Replies, a
+    /// ping or a close keep their order because a session holding any takes the WRITEABLE path.
+    /// TLS connections always do: over TLS a WebSocket may be a stream of an HTTP/2 connection
+    /// (RFC 8441, what Chromium uses on an https page), whose frames and flow-control credit lws
+    /// manages only from its writable callbacks.
+    ///
+    /// This once cost 2-3x the fan-out latency, which was not the writes: lws's timer service
+    /// computes the next poll() timeout from the time it read before the tick callback ran, so
+    /// a fan-out done inside that callback delayed the next tick by its own length (Ticker.fire
+    /// now wakes the loop). Returns false when the tick must wait for WRITEABLE instead.
+    func writeStagedTick(_ s: Session, _ n: Int) -> Bool {
+        guard s.writesDirectly, !s.hasOutbox, s.closing == nil, !s.pingDue,
+              lws_partial_buffered(s.wsi) == 0 else { return false }
+        if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n {
+            // The socket is gone; outside its callback we cannot return -1, so lws closes it on
+            // its next service.
+            lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            return true
+        }
+        ticksWritten += 1
+        s.lastTick = tickTime
+        return true
     }
 }

@@ -67,5 +67,9 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
             hub.registry.submit(.prune(before: hub.clock.now() - 24 * 3600 * 1000))
         }
         arm(shard)
+        // lws 4.1 works out its next poll() timeout from the time it read before running this
+        // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the
+        // next tick N ms late: waking the loop has it work out the wait again from now.
+        lws_cancel_service(shard.context)
     }
 }

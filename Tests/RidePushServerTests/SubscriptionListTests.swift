@@ -1,0 +1,59 @@
+import XCTest
+@testable import RideCore
+@testable import RidePushServer
+
+/// A session's subscriptions keep their order however they are held (one alone, or several).
+final class SubscriptionListTests: XCTestCase {
+    private func sub(_ id: String, _ session: Session) -> Subscription {
+        let live = LiveRide(ride: Ride(id: id, planID: "default", owner: nil, limit: nil, startedAt: 0), plan: PlanBox(.standard), shards: 1)
+        return Subscription(live: live, session: session)
+    }
+
+    private func ids(_ list: SubscriptionList) -> [String] { list.map { $0.live.id } }
+
+    func testOneThenSeveralThenOneAgainInOrder() {
+        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1)
+        let a = sub("a", session), b = sub("b", session), c = sub("c", session)
+        var list = SubscriptionList()
+        XCTAssertTrue(list.isEmpty)
+        XCTAssertEqual(ids(list), [])
+        list.append(a)
+        XCTAssertFalse(list.isEmpty)
+        XCTAssertEqual(ids(list), ["a"])
+        list.append(b)
+        list.append(c)
+        XCTAssertEqual(ids(list), ["a", "b", "c"])
+        list.remove(b)
+        XCTAssertEqual(ids(list), ["a", "c"])
+        list.remove(b)  // not there: nothing changes
+        XCTAssertEqual(ids(list), ["a", "c"])
+        list.remove(a)
+        XCTAssertEqual(ids(list), ["c"])
+        list.append(a)
+        XCTAssertEqual(ids(list), ["c", "a"])
+        list.remove(a)
+        list.remove(c)
+        XCTAssertTrue(list.isEmpty)
+        XCTAssertEqual(ids(list), [])
+    }
+
+    func testRemovingTheOnlyOneAndRemovingAll() {
+        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1)
+        let a = sub("a", session), b = sub("b", session)
+        var list = SubscriptionList()
+        list.append(a)
+        list.remove(b)
+        XCTAssertEqual(ids(list), ["a"])
+        list.remove(a)
+        XCTAssertTrue(list.isEmpty)
+        list.append(a)
+        list.append(b)
+        list.removeAll()
+        XCTAssertTrue(list.isEmpty)
+        XCTAssertEqual(ids(list), [])
+        // The session finds its subscription through the same list.
+        session.subscriptions.append(b)
+        XCTAssertTrue(session.subscription(for: "b") === b)
+        XCTAssertNil(session.subscription(for: "a"))
+    }
+}
