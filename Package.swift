@@ -37,6 +37,8 @@ let package = Package(
         ),
         // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out).
         .target(name: "CEpoll"),
+        // The command-line parser every command shares (serve, ride, token, bench); standard library only.
+        .target(name: "RideOptions"),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
         .target(name: "RideCore"),
         // ride.v1 both ways, typed: the one definition the server, the SDK and the CLI share.
@@ -50,12 +52,12 @@ let package = Package(
         // Durable ride journal behind a small protocol (SQLite, PostgreSQL, memory).
         .target(name: "RideStore", dependencies: ["RideCore", "CSQLite", "CLibPQ"]),
         // JWT (HS256) tokens and what they allow.
-        .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore"]),
+        .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll"]),
+        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets"]),
-        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets"]),
+        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
@@ -67,6 +69,7 @@ let package = Package(
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
+        .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,27 +1,25 @@
 import Foundation
+import RideOptions
 
-public let tokenCommandUsage = """
+/// `ridepush token`'s options: parsed and printed by `--help` from this one table.
+public let tokenOptions = OptionTable(usage: """
     Usage: ridepush token [--watch | --control] [--ride ID]... [--sub RIDER] [--ops]
                           [--ttl DURATION] [--jwt-secret-file FILE]
-
-    Prints a signed token (HS256 JWT) for RidePush.
-
-      --watch                 watch-only token (the default)
-      --control               token that may start rides and act on its rider's rides
-      --ride ID               limit a watch token to this ride (repeatable); a control
-                              token may additionally watch the listed rides
-      --sub RIDER             rider id (default: share:<ride ids> for a watch token with
-                              --ride, "ops" with --ops; required otherwise)
-      --ops                   operator token: may watch, and with --control end, any ride
-      --ttl DURATION          lifetime, e.g. 90s, 30m, 2h, 1d, 1h30m (default 2h)
-      --jwt-secret-file FILE  read the secret from FILE instead of RIDEPUSH_JWT_SECRET
-      -h, --help              show this help
-
+    """, about: "Prints a signed token (HS256 JWT) for RidePush.", options: [
+    .flag("--watch", help: "watch-only token (the default)"),
+    .flag("--control", help: "token that may start rides and act on its rider's rides"),
+    .string("--ride", placeholder: "ID", repeatable: true, needs: "a ride id", help: "limit a watch token to this ride; a control token may additionally watch the listed rides"),
+    .string("--sub", placeholder: "RIDER", needs: "a rider id", help: "rider id (default: share:<ride ids> for a watch token with --ride, \"ops\" with --ops; required otherwise)"),
+    .flag("--ops", help: "operator token: may watch, and with --control end, any ride"),
+    .string("--ttl", placeholder: "DURATION", default: "2h", needs: "a duration such as 2h", help: "lifetime, e.g. 90s, 30m, 2h, 1d, 1h30m"),
+    .string("--jwt-secret-file", placeholder: "FILE", needs: "a path", help: "read the secret from FILE instead of RIDEPUSH_JWT_SECRET"),
+], footer: """
     The secret (at least 32 bytes) comes from --jwt-secret-file or RIDEPUSH_JWT_SECRET and
     must match the server's. Example share link token:
       ridepush token --watch --ride r-42 --ttl 2h
+    """)
 
-    """
+public let tokenCommandUsage = tokenOptions.help
 
 /// `ridepush token …`. `arguments` are those after `token`. On status 0 `output` is the token
 /// and a newline (for stdout, so `$(ridepush token …)` works); otherwise it is an error message
@@ -32,59 +30,20 @@ public func tokenCommand(arguments: [String], environment: [String: String],
         ("ridepush token: \(message)\nTry 'ridepush token --help'.\n", 2)
     }
 
-    var scope: Scope?
-    var rides = [String]()
-    var sub: String?
-    var ops = false
-    var ttl = 2 * 3600
-    var secretFile: String?
-
-    var index = 0
-    while index < arguments.count {
-        var option = arguments[index]
-        var inlineValue: String?
-        // Accept --opt=value as well as --opt value.
-        if option.hasPrefix("--"), let eq = option.firstIndex(of: "=") {
-            inlineValue = String(option[option.index(after: eq)...])
-            option = String(option[..<eq])
-        }
-        index += 1
-        func value() -> String? {
-            if let inlineValue { return inlineValue }
-            guard index < arguments.count else { return nil }
-            defer { index += 1 }
-            return arguments[index]
-        }
-        switch option {
-        case "-h", "--help":
-            return (tokenCommandUsage, 0)
-        case "--watch", "--control":
-            let wanted: Scope = option == "--watch" ? .watch : .control
-            if let scope, scope != wanted { return usageError("--watch and --control exclude each other") }
-            if inlineValue != nil { return usageError("\(option) takes no value") }
-            scope = wanted
-        case "--ops":
-            if inlineValue != nil { return usageError("--ops takes no value") }
-            ops = true
-        case "--ride":
-            guard let id = value(), !id.isEmpty else { return usageError("--ride needs a ride id") }
-            rides.append(id)
-        case "--sub":
-            guard let rider = value(), !rider.isEmpty else { return usageError("--sub needs a rider id") }
-            sub = rider
-        case "--ttl":
-            guard let text = value() else { return usageError("--ttl needs a duration such as 2h") }
-            guard let seconds = parseDuration(text), seconds > 0 else {
-                return usageError("--ttl \(text): expected a positive duration such as 90s, 30m, 2h or 1d")
-            }
-            ttl = seconds
-        case "--jwt-secret-file":
-            guard let path = value(), !path.isEmpty else { return usageError("--jwt-secret-file needs a path") }
-            secretFile = path
-        default:
-            return usageError("unknown argument \(arguments[index - 1])")
-        }
+    let o: ParsedOptions
+    do { o = try tokenOptions.parse(arguments) } catch { return usageError(error.description) }
+    if o.help { return (tokenCommandUsage, 0) }
+    if let stray = o.positional.first { return usageError(OptionError.unexpectedArgument(stray).description) }
+    if o.flag("--watch"), o.flag("--control") { return usageError("--watch and --control exclude each other") }
+    let rides = o.strings("--ride")
+    let sub = o.string("--sub")
+    let ops = o.flag("--ops")
+    let secretFile = o.string("--jwt-secret-file")
+    let ttlText = o.string("--ttl")!
+    guard let ttl = parseDuration(ttlText), ttl > 0 else {
+        return usageError("--ttl \(ttlText): expected a positive duration such as 90s, 30m, 2h or 1d")
     }
+    let scope: Scope? = o.flag("--control") ? .control : o.flag("--watch") ? .watch : nil
 
     // Least privilege when unspecified: a watch token.
     let finalScope = scope ?? .watch

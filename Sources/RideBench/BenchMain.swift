@@ -7,9 +7,10 @@ public func benchMain(arguments: [String]) -> Int32 {
     if arguments.contains("--transitions") {
         do {
             let t = try TransitionOptions.parse(arguments)
+            if t.help { print(TransitionOptions.usage, terminator: ""); return 0 }
             return TransitionBench.run(t)
         } catch {
-            printErr("ridepush bench --transitions: \(error)\n\n\(TransitionOptions.usage)\n")
+            printErr("ridepush bench --transitions: \(error)\n\n\(TransitionOptions.usage)")
             return 2
         }
     }
@@ -17,11 +18,11 @@ public func benchMain(arguments: [String]) -> Int32 {
     do {
         options = try BenchOptions.parse(arguments)
     } catch {
-        printErr("ridepush bench: \(error)\n\n\(BenchOptions.usage)\n")
+        printErr("ridepush bench: \(error)\n\n\(BenchOptions.usage)")
         return 2
     }
     if options.help {
-        print(BenchOptions.usage)
+        print(BenchOptions.usage, terminator: "")
         return 0
     }
     if let w = options.workerIndex {

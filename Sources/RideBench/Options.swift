@@ -1,4 +1,5 @@
 import Glibc
+import RideOptions
 
 /// `ridepush bench` flags. Workers get the parent's arguments plus `--worker I --procs P`,
 /// so every derived default below is computed the same way in every process.
@@ -39,91 +40,71 @@ public struct BenchOptions: Equatable, Sendable {
         return path + (path.contains("?") ? "&" : "?") + "token=" + percentEncode(token)
     }
 
-    public static let usage = """
-    usage: ridepush bench [--url ws://127.0.0.1:8080/ws] [-n CLIENTS] [-r RIDES] [--duration S]
-                          [--ramp CONNECTS_PER_S] [--inflight K] [--sources S] [--procs P]
-                          [--pid SERVER_PID] [--token T] [--create | --no-create] [--json]
+    /// One line per option; `usage` (the help) is printed from the same table.
+    static let table: OptionTable = {
+        let d = BenchOptions()
+        return OptionTable(usage: """
+            usage: ridepush bench [--url ws://127.0.0.1:8080/ws] [-n CLIENTS] [-r RIDES] [--duration S]
+                                  [--ramp CONNECTS_PER_S] [--inflight K] [--sources S] [--procs P]
+                                  [--pid SERVER_PID] [--token T] [--create | --no-create] [--json]
+            """, about: """
+            Opens CLIENTS WebSocket connections (ride.v1), subscribes them to RIDES rides (two per
+            ride by default), waits until every connection is open or failed, then measures ticks
+            for --duration seconds and reports messages/s, fan-out latency (receive time - the
+            tick's "at"), missed ticks (seq gaps), and - with --pid - the server's CPU per delivered
+            tick and RSS per subscriber.
+            """, options: [
+            .string("--url", placeholder: "URL", default: "ws://\(d.host):\(d.port)\(d.path)", help: "ws://HOST[:PORT]/PATH, IPv4 or localhost"),
+            .int("-n", "--clients", range: 1...1_000_000, default: d.clients, help: "connections"),
+            .int("-r", "--rides", placeholder: "R", range: 1...1_000_000, help: "rides (default N/2: two subscribers per ride)"),
+            .int("-d", "--duration", placeholder: "S", range: 1...3600, default: d.duration, help: "measurement window in seconds after all connected"),
+            .int("-c", "--ramp", placeholder: "RATE", range: 1...1_000_000, default: d.ramp, help: "connection attempts per second, all processes together"),
+            .int("-i", "--inflight", placeholder: "K", range: 1...1_000_000, default: d.inflight, help: "handshakes in flight, all processes together"),
+            .int("-s", "--sources", placeholder: "S", range: 1...254, default: d.sources, help: "spread source addresses over 127.0.0.1..127.0.0.S"),
+            .int("--procs", placeholder: "P", range: 1...256, help: "worker processes (default ceil(N/\(perProcess)); at most \(maxPerProcess) connections each)"),
+            .int("-P", "--pid", placeholder: "PID", range: 1...Int(Int32.max), help: "server process to sample in /proc (CPU and RSS)"),
+            .string("--token", placeholder: "T", help: "append ?token=T to the URL"),
+            .flag("--create", help: "first client of each ride sends {\"type\":\"start\"} before subscribing (default when the path is /ws)"),
+            .flag("--no-create", help: "do not; the later of --create and --no-create counts"),
+            .int("--connect-timeout", placeholder: "S", range: 1...3600, default: d.connectTimeout, help: "give up on connections still pending after S seconds"),
+            .int("--warmup", placeholder: "S", range: 0...60, default: d.warmup, help: "seconds between all connected and the window"),
+            .int("--grace", placeholder: "S", range: 0...60, default: d.grace, help: "seconds to keep reading after the window for late ticks"),
+            .flag("--json", help: "print only the JSON result on stdout"),
+            .int("--worker", placeholder: "I", range: 0...255, help: "internal: this process is worker I of --procs", hidden: true),
+        ], footer: "ridepush bench --transitions --help: durable transitions per second instead.")
+    }()
 
-    Opens CLIENTS WebSocket connections (ride.v1), subscribes them to RIDES rides (two per
-    ride by default), waits until every connection is open or failed, then measures ticks
-    for --duration seconds and reports messages/s, fan-out latency (receive time - the
-    tick's "at"), missed ticks (seq gaps), and - with --pid - the server's CPU per delivered
-    tick and RSS per subscriber.
-
-      --url URL            ws://HOST[:PORT]/PATH (IPv4 or localhost; default ws://127.0.0.1:8080/ws)
-      -n, --clients N      connections (default 1000)
-      -r, --rides R        rides (default N/2: two subscribers per ride)
-      --duration S         measurement window in seconds after all connected (default 20)
-      --ramp RATE          connection attempts per second, all processes together (default 2000)
-      --inflight K         handshakes in flight, all processes together (default 512)
-      --sources S          spread source addresses over 127.0.0.1..127.0.0.S (default 4)
-      --procs P            worker processes (default ceil(N/9000); at most 19000 connections each)
-      --pid PID            server process to sample in /proc (CPU and RSS)
-      --token T            append ?token=T to the URL
-      --create             first client of each ride sends {"type":"start"} before subscribing
-                           (default when the path is /ws); --no-create turns it off
-      --connect-timeout S  give up on connections still pending after S seconds (default 60)
-      --warmup S, --grace S  seconds before the window / after it for late ticks (1 / 3)
-      --json               print only the JSON result on stdout
-      -h, --help           this help
-    """
+    public static let usage = table.help
 
     /// Parses flags; later flags override earlier ones (workers rely on that).
     public static func parse(_ args: [String]) throws(BenchError) -> BenchOptions {
+        let p: ParsedOptions
+        do { p = try table.parse(args) } catch { throw BenchError.usage(error.description) }
         var o = BenchOptions()
-        var i = 0
-        func value(_ flag: String) throws(BenchError) -> String {
-            i += 1
-            guard i < args.count else { throw BenchError.usage("\(flag) needs a value") }
-            return args[i]
+        if p.help { o.help = true; return o }
+        if let stray = p.positional.first { throw BenchError.usage(OptionError.unexpectedArgument(stray).description) }
+        (o.host, o.port, o.path) = try parseURL(p.string("--url")!)
+        o.clients = p.int("--clients")!
+        o.rides = p.int("--rides")
+        o.duration = p.int("--duration")!
+        o.ramp = p.int("--ramp")!
+        o.inflight = p.int("--inflight")!
+        o.sources = p.int("--sources")!
+        o.procs = p.int("--procs")
+        o.serverPID = p.int("--pid").map { Int32($0) }
+        o.json = p.flag("--json")
+        o.token = p.string("--token")
+        if let last = p.given.last(where: { $0.name == "--create" || $0.name == "--no-create" }) { o.create = last.name == "--create" }
+        o.connectTimeout = p.int("--connect-timeout")!
+        o.warmup = p.int("--warmup")!
+        o.grace = p.int("--grace")!
+        o.workerIndex = p.int("--worker")
+        let procs = o.effectiveProcs
+        if (o.clients + procs - 1) / procs > maxPerProcess {
+            throw BenchError.usage("\(o.clients) clients over \(procs) processes is more than \(maxPerProcess) per process (file limit); raise --procs")
         }
-        func int(_ flag: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
-            let s = try value(flag)
-            guard let v = Int(s), range.contains(v) else {
-                throw BenchError.usage("\(flag) must be an integer in \(range.lowerBound)...\(range.upperBound), got \(s)")
-            }
-            return v
-        }
-        while i < args.count {
-            var a = args[i]
-            // --flag=value form
-            if a.hasPrefix("--"), let eq = a.firstIndex(of: "=") {
-                let v = String(a[a.index(after: eq)...])
-                a = String(a[..<eq])
-                var rebuilt = Array(args[..<i]); rebuilt.append(a); rebuilt.append(v); rebuilt += args[(i + 1)...]
-                return try parse(rebuilt)
-            }
-            switch a {
-            case "--url":
-                let (h, p, path) = try parseURL(try value(a))
-                o.host = h; o.port = p; o.path = path
-            case "-n", "--clients": o.clients = try int(a, 1...1_000_000)
-            case "-r", "--rides": o.rides = try int(a, 1...1_000_000)
-            case "--duration", "-d": o.duration = try int(a, 1...3600)
-            case "--ramp", "-c": o.ramp = try int(a, 1...1_000_000)
-            case "--inflight", "-i": o.inflight = try int(a, 1...1_000_000)
-            case "--sources", "-s": o.sources = try int(a, 1...254)
-            case "--procs": o.procs = try int(a, 1...256)
-            case "--pid", "-P": o.serverPID = Int32(try int(a, 1...Int(Int32.max)))
-            case "--json": o.json = true
-            case "--token": o.token = try value(a)
-            case "--create": o.create = true
-            case "--no-create": o.create = false
-            case "--connect-timeout": o.connectTimeout = try int(a, 1...3600)
-            case "--warmup": o.warmup = try int(a, 0...60)
-            case "--grace": o.grace = try int(a, 0...60)
-            case "--worker": o.workerIndex = try int(a, 0...255)
-            case "-h", "--help": o.help = true
-            default: throw BenchError.usage("unknown argument \(a)")
-            }
-            i += 1
-        }
-        let p = o.effectiveProcs
-        if (o.clients + p - 1) / p > maxPerProcess {
-            throw BenchError.usage("\(o.clients) clients over \(p) processes is more than \(maxPerProcess) per process (file limit); raise --procs")
-        }
-        if p > o.clients { throw BenchError.usage("--procs \(p) is more than --clients \(o.clients)") }
-        if let w = o.workerIndex, w >= p { throw BenchError.usage("--worker \(w) out of range for --procs \(p)") }
+        if procs > o.clients { throw BenchError.usage("--procs \(procs) is more than --clients \(o.clients)") }
+        if let w = o.workerIndex, w >= procs { throw BenchError.usage("--worker \(w) out of range for --procs \(procs)") }
         return o
     }
 

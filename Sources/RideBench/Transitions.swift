@@ -1,4 +1,5 @@
 import Glibc
+import RideOptions
 
 /// `ridepush bench --transitions`: durable transitions per second. N connections each keep
 /// `depth` requests in flight, every lane running start -> end cycles on rides of its own;
@@ -19,55 +20,48 @@ public struct TransitionOptions: Equatable, Sendable {
     public var token: String?
     public var json = false
 
-    public static let usage = """
-    usage: ridepush bench --transitions [--url ws://127.0.0.1:8080/ws] [-n CONNECTIONS] [--depth K]
-                          [--duration S] [--disk DIR] [--one-ride N] [--token T] [--json]
+    public var help = false
 
-    Run the server with a high --control-rate (e.g. 1000000): every lane sends as fast as
-    replies come back.
+    public init() {}
 
-      -n, --connections N  connections (default 64)
-      --depth K            requests in flight per connection, one per lane (default 2)
-      --duration S         seconds of load (default 10)
-      --disk DIR           where to measure the disk's own fsync rate (the store's directory)
-      --one-ride N         instead: N pause/resume on one ride, first/last 1,000 latencies
-    """
+    /// One line per option; `usage` (the help) is printed from the same table.
+    static let table: OptionTable = {
+        let d = TransitionOptions()
+        return OptionTable(usage: """
+            usage: ridepush bench --transitions [--url ws://127.0.0.1:8080/ws] [-n CONNECTIONS] [--depth K]
+                                  [--duration S] [--disk DIR] [--one-ride N] [--token T] [--json]
+            """, about: """
+            Run the server with a high --control-rate (e.g. 1000000): every lane sends as fast as
+            replies come back.
+            """, options: [
+            .flag("--transitions", help: "this benchmark (instead of the tick fan-out one)"),
+            .string("--url", placeholder: "URL", default: "ws://\(d.host):\(d.port)\(d.path)", help: "ws://HOST[:PORT]/PATH, IPv4 or localhost"),
+            .int("-n", "--connections", "--clients", range: 1...4096, default: d.connections, help: "connections"),
+            .int("--depth", placeholder: "K", range: 1...64, default: d.depth, help: "requests in flight per connection, one per lane; 1 with --one-ride unless given"),
+            .int("-d", "--duration", placeholder: "S", range: 1...3600, default: d.duration, help: "seconds of load"),
+            .string("--disk", placeholder: "DIR", default: d.disk, help: "where to measure the disk's own fsync rate: the store's directory"),
+            .int("--one-ride", placeholder: "N", range: 1...1_000_000, help: "instead: N pause/resume on one ride, first/last 1,000 latencies"),
+            .string("--token", placeholder: "T", help: "append ?token=T to the URL"),
+            .flag("--json", help: "print only the JSON result on stdout"),
+        ])
+    }()
+
+    public static let usage = table.help
 
     public static func parse(_ args: [String]) throws(BenchError) -> TransitionOptions {
+        let p: ParsedOptions
+        do { p = try table.parse(args) } catch { throw BenchError.usage(error.description) }
         var o = TransitionOptions()
-        var i = 0
-        var depthGiven = false
-        func value(_ flag: String) throws(BenchError) -> String {
-            i += 1
-            guard i < args.count else { throw BenchError.usage("\(flag) needs a value") }
-            return args[i]
-        }
-        func int(_ flag: String, _ range: ClosedRange<Int>) throws(BenchError) -> Int {
-            let s = try value(flag)
-            guard let v = Int(s), range.contains(v) else {
-                throw BenchError.usage("\(flag) must be an integer in \(range.lowerBound)...\(range.upperBound), got \(s)")
-            }
-            return v
-        }
-        while i < args.count {
-            let a = args[i]
-            switch a {
-            case "--transitions": break
-            case "--url":
-                let (h, p, path) = try BenchOptions.parseURL(try value(a))
-                o.host = h; o.port = p; o.path = path
-            case "-n", "--connections", "--clients": o.connections = try int(a, 1...4096)
-            case "--depth": o.depth = try int(a, 1...64); depthGiven = true
-            case "--duration", "-d": o.duration = try int(a, 1...3600)
-            case "--disk": o.disk = try value(a)
-            case "--one-ride": o.oneRide = try int(a, 1...1_000_000)
-            case "--token": o.token = try value(a)
-            case "--json": o.json = true
-            default: throw BenchError.usage("unknown argument \(a) for --transitions")
-            }
-            i += 1
-        }
-        if o.oneRide != nil, !depthGiven { o.depth = 1 }
+        if p.help { o.help = true; return o }
+        if let stray = p.positional.first { throw BenchError.usage(OptionError.unexpectedArgument(stray).description) }
+        (o.host, o.port, o.path) = try BenchOptions.parseURL(p.string("--url")!)
+        o.connections = p.int("--connections")!
+        o.duration = p.int("--duration")!
+        o.disk = p.string("--disk")!
+        o.oneRide = p.int("--one-ride")
+        o.depth = o.oneRide != nil && !p.isGiven("--depth") ? 1 : p.int("--depth")!
+        o.token = p.string("--token")
+        o.json = p.flag("--json")
         return o
     }
 }

@@ -37,6 +37,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     var vhostName: UnsafeMutablePointer<CChar> { Hub.vhostNameC }
     /// One for the process: a Hub whose init throws (port in use) must not leak it.
     nonisolated(unsafe) private static let vhostNameC = strdup("ridepush")!  // never written
+    /// `--tls-cert` and `--tls-key` for lws, shared by every context; freed with the contexts.
+    let tlsPathsC: (cert: UnsafeMutablePointer<CChar>, key: UnsafeMutablePointer<CChar>)?
 
     public var port: Int { listener.port }
     /// `last_updated` of GET /plans: the plans change only at start-up.
@@ -78,6 +80,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         protocols[2] = lws_protocols()
 
 
+        if let cert = config.tlsCert, let key = config.tlsKey { tlsPathsC = (strdup(cert)!, strdup(key)!) } else { tlsPathsC = nil }
         noValidityTimers = .allocate(capacity: 1)
         noValidityTimers.initialize(to: lws_retry_bo_t())
 
@@ -142,6 +145,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         } catch {
             // A refused start (store, TLS files, a port in use by a later thread) leaves nothing behind.
             for shard in shards { lws_context_destroy(shard.context) }
+            registry?.disconnect()
             freeContextStructures()
             close(listener.fd)
             throw error
@@ -170,6 +174,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         close(listener.fd)
         clusterFeed?.stop()
         storeWorker.stop()
+        registry.disconnect()
     }
 
     /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.

@@ -15,5 +15,6 @@ extension Hub {
         }
         securityHeaders.deallocate()
         noValidityTimers.deallocate()
+        if let (cert, key) = tlsPathsC { free(cert); free(key) }
     }
 }

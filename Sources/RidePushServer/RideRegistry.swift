@@ -48,6 +48,9 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
 
     /// Set once, before any service thread runs.
     func connect(_ sink: any StoreJobSink) { jobs = sink }
+    /// The worker holds the coordinator, which holds this registry: once the worker has
+    /// stopped, this breaks that cycle so the server's objects are freed (make asan).
+    func disconnect() { jobs = nil }
 
     func submit(_ job: StoreJob) { jobs.submit([job]) }
 

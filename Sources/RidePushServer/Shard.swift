@@ -97,10 +97,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         info.retry_and_idle_policy = UnsafePointer(hub.noValidityTimers)
         info.headers = UnsafePointer(hub.securityHeaders)
         info.vhost_name = UnsafePointer(hub.vhostName)
-        if let cert = config.tlsCert, let key = config.tlsKey {
+        if let (cert, key) = hub.tlsPathsC {
             info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-            info.ssl_cert_filepath = UnsafePointer(strdup(cert))
-            info.ssl_private_key_filepath = UnsafePointer(strdup(key))
+            info.ssl_cert_filepath = UnsafePointer(cert)
+            info.ssl_private_key_filepath = UnsafePointer(key)
         }
         guard let ctx = lws_create_context(&info) else {
             if config.tlsCert != nil {

@@ -1,31 +1,33 @@
 import CLibWebSockets
 import Foundation
 import RideCore
+import RideOptions
 import RideProtocol
 import RidePushClient
 import Synchronization
 
-let rideUsage = """
-usage: ridepush ride start [--ride ID] [--plan PLAN] [--limit SECONDS]
-       ridepush ride pause|resume|get|share ID
-       ridepush ride end ID [--distance METRES]
-       ridepush ride watch ID
-options:
-  --url ws://HOST:PORT/ws   server (RIDEPUSH_URL, default ws://127.0.0.1:8080/ws); wss:// for TLS
-  --token TOKEN             bearer token (RIDEPUSH_TOKEN). With `make run` it is the token= part
-                            of the page URL the server prints (it also prints this command ready
-                            to paste); otherwise make one with `ridepush token --control --sub RIDER`
-  --token-file PATH         read the token from PATH, again whenever it is about to expire or
-                            has expired (another process may renew the file)
-  --lang ko|en              output language (default: Korean when LANG starts with ko, else English)
-  --wait SECONDS            start/pause/resume/end/get/share: give up after this long (default 15)
-  --insecure                with wss://, accept a self-signed certificate
-  --help
-
-A device client on the RidePushClient SDK: requests are retried across reconnects with one
-request id (applied once); watch prints a line whenever the ride's figures change, keeps going
-through server restarts, and ends with the receipt.
-"""
+/// `ridepush ride`'s options, one line each: parsed and printed by `--help` from this table.
+let rideOptions = OptionTable(usage: """
+    usage: ridepush ride start [--ride ID] [--plan PLAN] [--limit SECONDS]
+           ridepush ride pause|resume|get|share ID
+           ridepush ride end ID [--distance METRES]
+           ridepush ride watch ID
+    """, options: [
+    .string("--url", placeholder: "ws://HOST:PORT/ws", env: "RIDEPUSH_URL", default: "ws://127.0.0.1:8080/ws", help: "server; wss:// for TLS"),
+    .string("--token", placeholder: "TOKEN", env: "RIDEPUSH_TOKEN", help: "bearer token. With `make run` it is the token= part of the page URL the server prints (it also prints this command ready to paste); otherwise make one with `ridepush token --control --sub RIDER`"),
+    .string("--token-file", placeholder: "PATH", help: "read the token from PATH, again whenever it is about to expire or has expired (another process may renew the file)"),
+    .string("--ride", placeholder: "ID", needs: "a ride id", help: "start: the new ride's id"),
+    .string("--plan", placeholder: "PLAN", needs: "a plan id", help: "start: the fare plan's id"),
+    .int("--limit", placeholder: "SECONDS", range: 1...Int(InputBounds.maxQuantity), unit: "seconds", help: "start: the ride's time limit"),
+    .int("--distance", placeholder: "METRES", range: 0...Int(InputBounds.maxQuantity), unit: "metres", help: "end: the distance ridden"),
+    .choice("--lang", of: ["ko", "en"], help: "output language (default: Korean when LC_ALL or LANG starts with ko, else English)"),
+    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share: give up after this long"),
+    .flag("--insecure", help: "with wss://, accept a self-signed certificate"),
+], footer: """
+    A device client on the RidePushClient SDK: requests are retried across reconnects with one
+    request id (applied once); watch prints a line whenever the ride's figures change, keeps going
+    through server restarts, and ends with the receipt.
+    """)
 
 /// Everything the CLI prints, in one language per run.
 struct Words: Sendable {
@@ -161,15 +163,11 @@ final class Outcome: Sendable {
 }
 
 func rideCommand(_ args: [String]) -> Int32 {
-    let a: Arguments
-    do {
-        a = try Arguments(args, valued: ["--url", "--token", "--token-file", "--ride", "--plan", "--limit", "--distance", "--lang", "--wait"],
-                          switches: ["--help", "-h", "--insecure"])
-    } catch { return fail("ride: \(error)") }
-    if a.has("--help") || a.has("-h") || a.positional.isEmpty { print(rideUsage); return a.positional.isEmpty && !a.has("--help") ? 2 : 0 }
     let env = ProcessInfo.processInfo.environment
-    let words = Words(flag: a["--lang"], environment: env)
-    if let l = a["--lang"], l != "ko", l != "en" { return fail("ride: --lang must be ko or en") }
+    let a: ParsedOptions
+    do { a = try rideOptions.parse(args, environment: env) } catch { return usageFailure("ridepush ride", error) }
+    if a.help || a.positional.isEmpty { print(rideOptions.help, terminator: ""); return a.help ? 0 : 2 }
+    let words = Words(flag: a.string("--lang"), environment: env)
     let verb = a.positional[0]
     guard ["start", "pause", "resume", "end", "get", "share", "watch"].contains(verb) else {
         return fail("ride: unknown action \(verb) (start, pause, resume, end, get, share, watch)")
@@ -177,19 +175,17 @@ func rideCommand(_ args: [String]) -> Int32 {
     if verb != "start", a.positional.count != 2 {
         return fail("ride \(verb): give the ride id, e.g. ridepush ride \(verb) r-42")
     }
+    if verb == "start", a.positional.count > 1 { return usageFailure("ridepush ride", .unexpectedArgument(a.positional[1])) }
     let ride = verb == "start" ? "" : a.positional[1]
-    let limit = a["--limit"].map { Int64($0) ?? 0 }
-    if let limit, limit <= 0 { return fail("ride start: --limit must be whole seconds") }
-    let distance = a["--distance"].map { Int64($0) ?? -1 }
-    if let distance, distance < 0 { return fail("ride end: --distance must be whole metres") }
-    let waitSeconds = Int(a["--wait"] ?? "15") ?? -1
-    guard waitSeconds > 0 else { return fail("ride: --wait must be whole seconds > 0") }
-    let urlText = a["--url"] ?? env["RIDEPUSH_URL"] ?? "ws://127.0.0.1:8080/ws"
+    let limit = a.int("--limit").map(Int64.init)
+    let distance = a.int("--distance").map(Int64.init)
+    let waitSeconds = a.int("--wait")!
+    let urlText = a.string("--url")!
     guard let url = URL(string: urlText), let scheme = url.scheme, ["ws", "wss"].contains(scheme), url.host != nil else {
         return fail("ride: --url \(urlText): expected ws://HOST:PORT/ws or wss://…")
     }
-    let token = a["--token"] ?? env["RIDEPUSH_TOKEN"]
-    let tokenFile = a["--token-file"]
+    let token = a.string("--token")
+    let tokenFile = a.string("--token-file")
     if let f = tokenFile, (try? String(contentsOfFile: f, encoding: .utf8)) == nil {
         return fail("ride: --token-file \(f): cannot read the file")
     }
@@ -200,7 +196,7 @@ func rideCommand(_ args: [String]) -> Int32 {
     exitOnInterrupt()
 
     var config = RidePushClient.Configuration()
-    config.transport = DefaultTransportFactory(allowSelfSigned: a.has("--insecure"))
+    config.transport = DefaultTransportFactory(allowSelfSigned: a.flag("--insecure"))
     let client = RidePushClient(url: url, configuration: config) {
         guard let tokenFile else { return token }
         let text = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -229,7 +225,7 @@ func rideCommand(_ args: [String]) -> Int32 {
             } else {
                 let reply: RideSnapshot? = try await withDeadline(seconds: waitSeconds) {
                     switch verb {
-                    case "start": return try await client.start(ride: a["--ride"], plan: a["--plan"], limit: limit.map { .seconds($0) })
+                    case "start": return try await client.start(ride: a.string("--ride"), plan: a.string("--plan"), limit: limit.map { .seconds($0) })
                     case "pause": return try await client.pause(ride)
                     case "resume": return try await client.resume(ride)
                     case "end": return try await client.end(ride, distance: distance)
@@ -248,7 +244,7 @@ func rideCommand(_ args: [String]) -> Int32 {
             outcome.status.withLock { $0 = 1 }
             switch e {
             case .server(let pe) where pe.code == .unauthorized: printErr(words.tokenHint(pe.message))
-            case .server(let pe): printErr(words.error(pe, ride: ride.isEmpty ? a["--ride"] : ride))
+            case .server(let pe): printErr(words.error(pe, ride: ride.isEmpty ? a.string("--ride") : ride))
             case .closed(.unauthorized(let why)): printErr(words.tokenHint(why))
             default: printErr("\(e)")
             }

@@ -2,121 +2,88 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideOptions
 import RidePushServer
 import RideStore
 
-let serveUsage = """
-usage: ridepush serve [options]
-
-Serves the page, /healthz, /metrics, /rides/{id}, /plans, /quote and the WebSocket
-protocol ride.v1 at /ws, on one port. Every option can also come from the environment.
-
-  --host ADDR              address to bind: IPv4, IPv6 (::1, :: for every interface) or
-                           localhost (RIDEPUSH_HOST, default 127.0.0.1; 0.0.0.0: every IPv4 interface)
-  --port N                 port, 0 picks a free one (RIDEPUSH_PORT, default 8080)
-  --public DIR             the page's folder (RIDEPUSH_PUBLIC, default ./public)
-  --store PATH|memory|postgresql://USER@HOST:PORT/DB
-                           SQLite ride journal (RIDEPUSH_STORE, default ./ridepush.db);
-                           memory keeps rides only while the process runs; a libpq URI
-                           shares one PostgreSQL store between nodes (deploy/README.md)
-  --create-store           make the SQLite store file if it does not exist (RIDEPUSH_CREATE_STORE=1);
-                           without it a missing file is refused, so a mistyped path cannot
-                           start an empty store
-  --store-password-file F  PostgreSQL password, first line of F (RIDEPUSH_STORE_PASSWORD_FILE;
-                           else from the URI, PGPASSFILE or ~/.pgpass)
-  --plans FILE             GBFS system_pricing_plans.json with the fare plans (RIDEPUSH_PLANS)
-  --auth jwt|none          jwt (default): tokens required; none: anyone may do anything
-                           (RIDEPUSH_AUTH; refused with a non-loopback --host)
-  --jwt-secret-file FILE   HS256 secret (or RIDEPUSH_JWT_SECRET); without one a random
-                           secret is made for this process and a page URL with a token printed
-  --tls-cert FILE          PEM certificate: serve https:// and wss:// (RIDEPUSH_TLS_CERT)
-  --tls-key FILE           PEM private key (RIDEPUSH_TLS_KEY)
-  --threads N              service threads (RIDEPUSH_THREADS, default: number of cores)
-  --max-frame BYTES        largest client message (default 4096)
-  --max-subscriptions N    per connection (default 32)
-  --max-connections-per-ip N  WebSocket connections per client address
-                           (RIDEPUSH_MAX_CONNECTIONS_PER_IP, default 4096)
-  --trust-proxy            behind a reverse proxy on this host: count connections from a
-                           loopback peer by their X-Real-IP (or last X-Forwarded-For) address
-                           (RIDEPUSH_TRUST_PROXY=1; without it those headers are ignored)
-  --control-rate N         control messages per second per connection (default 20)
-  --keepalive SECONDS      drop peers silent this long; ping at half (RIDEPUSH_KEEPALIVE, default 30)
-  --handshake-timeout S    (default 10)
-  --slow-consumer-lag S    disconnect a subscriber that has not read its ticks for S seconds (default 10)
-  --log-format text|json   text (default): libwebsockets' lines; json: one object per line
-                           with time, level, message and fields (RIDEPUSH_LOG_FORMAT)
-  --allow-origin ORIGIN    allowed browser Origin (repeatable; RIDEPUSH_ALLOW_ORIGIN as a
-                           comma-separated list; default: any)
-  --help
-"""
+/// `ridepush serve`'s options, one line each: parsed and printed by `--help` from this table.
+let serveOptions: OptionTable = {
+    let d = ServerConfig()
+    return OptionTable(usage: "usage: ridepush serve [options]", about: """
+        Serves the page, /healthz, /metrics, /rides/{id}, /plans, /quote and the WebSocket
+        protocol ride.v1 at /ws, on one port. Most options can also come from the environment.
+        """, options: [
+        .string("--host", placeholder: "ADDR", env: "RIDEPUSH_HOST", default: d.host, help: "address to bind: IPv4, IPv6 (::1, :: for every interface) or localhost; 0.0.0.0: every IPv4 interface"),
+        .int("--port", range: 0...65535, env: "RIDEPUSH_PORT", default: d.port, help: "port, 0 picks a free one"),
+        .string("--public", placeholder: "DIR", env: "RIDEPUSH_PUBLIC", default: d.publicDir, help: "the page's folder"),
+        .string("--store", placeholder: "PATH|memory|postgresql://USER@HOST:PORT/DB", env: "RIDEPUSH_STORE", default: d.store, help: "SQLite ride journal; memory keeps rides only while the process runs; a libpq URI shares one PostgreSQL store between nodes, see deploy/README.md"),
+        .flag("--create-store", env: "RIDEPUSH_CREATE_STORE", help: "make the SQLite store file if it does not exist; without it a missing file is refused, so a mistyped path cannot start an empty store"),
+        .string("--store-password-file", placeholder: "F", env: "RIDEPUSH_STORE_PASSWORD_FILE", help: "PostgreSQL password, first line of F; else from the URI, PGPASSFILE or ~/.pgpass"),
+        .string("--plans", placeholder: "FILE", env: "RIDEPUSH_PLANS", help: "GBFS system_pricing_plans.json with the fare plans; without it the built-in plan"),
+        .choice("--auth", of: ["jwt", "none"], env: "RIDEPUSH_AUTH", default: "jwt", help: "jwt: tokens required; none: anyone may do anything, refused with a non-loopback --host"),
+        .string("--jwt-secret-file", placeholder: "FILE", help: "HS256 secret, or RIDEPUSH_JWT_SECRET; without either a random secret is made for this process and a page URL with a token printed"),
+        .string("--tls-cert", placeholder: "FILE", env: "RIDEPUSH_TLS_CERT", help: "PEM certificate: serve https:// and wss://"),
+        .string("--tls-key", placeholder: "FILE", env: "RIDEPUSH_TLS_KEY", help: "PEM private key"),
+        .int("--threads", range: 1...64, env: "RIDEPUSH_THREADS", default: min(64, ProcessInfo.processInfo.activeProcessorCount), defaultShown: "number of cores", help: "service threads"),
+        .int("--max-frame", placeholder: "BYTES", range: 64...(1 << 20), default: d.maxFrame, help: "largest client message"),
+        .int("--max-subscriptions", range: 1...Int.max, default: d.maxSubscriptions, help: "per connection"),
+        .int("--max-connections-per-ip", range: 1...Int.max, env: "RIDEPUSH_MAX_CONNECTIONS_PER_IP", default: d.maxConnectionsPerIP, help: "WebSocket connections per client address"),
+        .flag("--trust-proxy", env: "RIDEPUSH_TRUST_PROXY", help: "behind a reverse proxy on this host: count connections from a loopback peer by their X-Real-IP (or last X-Forwarded-For) address; without it those headers are ignored"),
+        .int("--control-rate", range: 1...Int.max, default: d.controlRate, help: "control messages per second per connection"),
+        .int("--keepalive", placeholder: "SECONDS", range: 2...3600, env: "RIDEPUSH_KEEPALIVE", default: d.keepalive, help: "drop peers silent this long; ping at half"),
+        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "close with 4401 a WebSocket session that has not authenticated by then"),
+        .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
+        .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
+        .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
+    ])
+}()
 
 func serveCommand(_ args: [String]) -> Int32 {
-    let valued: Set<String> = ["--host", "--port", "--public", "--store", "--plans", "--auth", "--jwt-secret-file",
-                               "--tls-cert", "--tls-key", "--threads", "--max-frame", "--max-subscriptions",
-                               "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
-                               "--slow-consumer-lag", "--allow-origin", "--log-format",
-                               "--store-password-file"]
-    let a: Arguments
-    do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy", "--create-store"]) } catch {
-        return fail("serve: \(error)")
-    }
-    if a.has("--help") || a.has("-h") { print(serveUsage); return 0 }
     let env = ProcessInfo.processInfo.environment
-    func opt(_ flag: String, _ envName: String?) -> String? {
-        a[flag] ?? envName.flatMap { env[$0] }.flatMap { $0.isEmpty ? nil : $0 }
-    }
-    func int(_ flag: String, _ envName: String?, _ def: Int, min: Int = 1, max: Int = Int.max) throws(ServerError) -> Int {
-        guard let s = opt(flag, envName) else { return def }
-        guard let v = Int(s), v >= min, v <= max else { throw ServerError("\(flag) \(s): expected a whole number from \(min) to \(max)") }
-        return v
-    }
+    let o: ParsedOptions
+    do { o = try serveOptions.parse(args, environment: env) } catch { return usageFailure("ridepush serve", error) }
+    if o.help { print(serveOptions.help, terminator: ""); return 0 }
+    if let stray = o.positional.first { return usageFailure("ridepush serve", .unexpectedArgument(stray)) }
     var c = ServerConfig()
     do throws(ServerError) {
-        let format = opt("--log-format", "RIDEPUSH_LOG_FORMAT") ?? "text"
-        guard let logFormat = Log.Format(rawValue: format) else { throw ServerError("--log-format \(format): expected text or json") }
+        let logFormat = Log.Format(rawValue: o.string("--log-format")!)!
         Log.use(logFormat)
-        c.host = opt("--host", "RIDEPUSH_HOST") ?? c.host
-        c.port = try int("--port", "RIDEPUSH_PORT", c.port, min: 0, max: 65535)
-        c.publicDir = opt("--public", "RIDEPUSH_PUBLIC") ?? c.publicDir
-        c.store = opt("--store", "RIDEPUSH_STORE") ?? c.store
-        c.threads = try int("--threads", "RIDEPUSH_THREADS", ProcessInfo.processInfo.activeProcessorCount, max: 64)
-        c.maxFrame = try int("--max-frame", nil, c.maxFrame, min: 64, max: 1 << 20)
-        c.maxSubscriptions = try int("--max-subscriptions", nil, c.maxSubscriptions)
-        c.maxConnectionsPerIP = try int("--max-connections-per-ip", "RIDEPUSH_MAX_CONNECTIONS_PER_IP", c.maxConnectionsPerIP)
-        switch a.has("--trust-proxy") ? "1" : env["RIDEPUSH_TRUST_PROXY"] ?? "" {
-        case "1", "true", "yes": c.trustProxy = true
-        case "", "0", "false", "no": c.trustProxy = false
-        case let v: throw ServerError("RIDEPUSH_TRUST_PROXY=\(v): expected 1 or 0")
-        }
-        c.controlRate = try int("--control-rate", nil, c.controlRate)
-        c.keepalive = try int("--keepalive", "RIDEPUSH_KEEPALIVE", c.keepalive, min: 2, max: 3600)
-        c.handshakeTimeout = try int("--handshake-timeout", nil, c.handshakeTimeout, max: 600)
-        c.slowConsumerLag = try int("--slow-consumer-lag", nil, c.slowConsumerLag, max: 3600)
-        c.allowedOrigins = a.multi["--allow-origin"]
-            ?? (env["RIDEPUSH_ALLOW_ORIGIN"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        c.tlsCert = opt("--tls-cert", "RIDEPUSH_TLS_CERT")
-        c.tlsKey = opt("--tls-key", "RIDEPUSH_TLS_KEY")
+        c.host = o.string("--host")!
+        c.port = o.int("--port")!
+        c.publicDir = o.string("--public")!
+        c.store = o.string("--store")!
+        c.threads = o.int("--threads")!
+        c.maxFrame = o.int("--max-frame")!
+        c.maxSubscriptions = o.int("--max-subscriptions")!
+        c.maxConnectionsPerIP = o.int("--max-connections-per-ip")!
+        c.trustProxy = o.flag("--trust-proxy")
+        c.controlRate = o.int("--control-rate")!
+        c.keepalive = o.int("--keepalive")!
+        c.handshakeTimeout = o.int("--handshake-timeout")!
+        c.slowConsumerLag = o.int("--slow-consumer-lag")!
+        c.allowedOrigins = o.strings("--allow-origin")
+        c.tlsCert = o.string("--tls-cert")
+        c.tlsKey = o.string("--tls-key")
         if (c.tlsCert == nil) != (c.tlsKey == nil) { throw ServerError("--tls-cert and --tls-key go together") }
         for f in [c.tlsCert, c.tlsKey].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: f) {
             throw ServerError("cannot read \(f) (TLS certificate or key)")
         }
-        let plansPath = opt("--plans", "RIDEPUSH_PLANS")
+        let plansPath = o.string("--plans")
         if let path = plansPath {
             let data = try readPlansFile(path)
             do { c.plans = try GBFSPlans.load(data) } catch { throw ServerError("--plans \(path): \(error)") }
         }
-        let authMode = opt("--auth", "RIDEPUSH_AUTH") ?? "jwt"
         var printToken: String?
-        switch authMode {
+        switch o.string("--auth")! {
         case "none":
             guard c.host.hasPrefix("127.") || c.host == "localhost" || c.host == "::1" || c.host == "[::1]" else {
                 throw ServerError("--auth none is refused with --host \(c.host): anyone on the network could end anyone's ride. Bind 127.0.0.1 or use tokens.")
             }
             Log.warn("authentication is OFF (--auth none): anyone who can reach the port may start, end and watch any ride")
-        case "jwt":
+        default:
             let secret: [UInt8]
             do {
-                if let s = try loadSecret(file: a["--jwt-secret-file"], environment: env) {
+                if let s = try loadSecret(file: o.string("--jwt-secret-file"), environment: env) {
                     secret = s
                 } else {
                     secret = TokenSigner.randomSecret()
@@ -126,16 +93,14 @@ func serveCommand(_ args: [String]) -> Int32 {
                 }
             } catch { throw ServerError(error.message) }
             c.auth = .jwt(secret: secret)
-        default:
-            throw ServerError("--auth \(authMode): expected jwt or none")
         }
         let store: RideStore
         if c.store == "memory" {
             store = MemoryStore()
         } else if PostgresSettings.isURI(c.store) {
-            store = try openPostgres(c.store, passwordFile: opt("--store-password-file", "RIDEPUSH_STORE_PASSWORD_FILE"))
+            store = try openPostgres(c.store, passwordFile: o.string("--store-password-file"))
         } else {
-            let create = a.has("--create-store") || ["1", "true", "yes"].contains(env["RIDEPUSH_CREATE_STORE"] ?? "")
+            let create = o.flag("--create-store")
             let parent = URL(fileURLWithPath: c.store).deletingLastPathComponent().path
             if !create, !FileManager.default.fileExists(atPath: c.store), FileManager.default.fileExists(atPath: parent) {
                 throw ServerError("--store \(c.store): no such file. Check the path; to start a new, empty store there, add --create-store (RIDEPUSH_CREATE_STORE=1)")
@@ -226,6 +191,14 @@ func openPostgres(_ uri: String, passwordFile: String?) throws(ServerError) -> R
         return try PostgresStore(settings)
     } catch {
         throw ServerError("--store: \(error.message)")
+    }
+}
+
+/// A refused command line: the command, what was wrong, and where to look.
+func usageFailure(_ command: String, _ error: OptionError) -> Int32 {
+    switch error {
+    case .unknownOption, .unexpectedArgument: return fail("\(command): \(error) (see \(command) --help)")
+    default: return fail("\(command): \(error)")
     }
 }
 

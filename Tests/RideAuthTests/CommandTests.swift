@@ -100,8 +100,8 @@ final class TokenCommandTests: XCTestCase {
             (["--ride"], "--ride needs a ride id"),
             (["--ride="], "--ride needs a ride id"),
             (["--sub", ""], "--sub needs a rider id"),
-            (["--ride", "r-1", "--frobnicate"], "unknown argument --frobnicate"),
-            (["r-1"], "unknown argument r-1"),
+            (["--ride", "r-1", "--frobnicate"], "unknown option --frobnicate"),
+            (["r-1"], "unexpected argument r-1"),
             (["--ops=yes"], "--ops takes no value"),
             (["--ride", "r-1", "--ttl", "106751991167300d"], "--ttl is too long"),
         ]

@@ -42,7 +42,8 @@ final class FakeServer: RidePushTransportFactory, @unchecked Sendable {
 }
 
 final class FakeTransport: RidePushTransport, @unchecked Sendable {
-    let server: FakeServer
+    // Weak: the server keeps every transport it made (make asan reported the cycle).
+    weak var server: FakeServer?
     private let events = Mutex<(@Sendable (TransportEvent) -> Void)?>(nil)
     init(server: FakeServer) { self.server = server }
 
@@ -50,7 +51,7 @@ final class FakeTransport: RidePushTransport, @unchecked Sendable {
         self.events.withLock { $0 = events }
         events(.opened)
     }
-    func send(_ text: [UInt8]) { server.got(text, from: self) }
+    func send(_ text: [UInt8]) { server?.got(text, from: self) }
     func close(code: UInt16) { events.withLock { $0 = nil } }
     func deliver(_ e: TransportEvent) { events.withLock { $0 }?(e) }
 }
