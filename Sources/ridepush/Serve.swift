@@ -55,7 +55,7 @@ func serveCommand(_ args: [String]) -> Int32 {
                                "--tls-cert", "--tls-key", "--threads", "--max-frame", "--max-subscriptions",
                                "--max-connections-per-ip", "--control-rate", "--keepalive", "--handshake-timeout",
                                "--slow-consumer-lag", "--allow-origin", "--log-format",
-                               "--store-password-file"]
+                               "--store-password-file", "--ws-echo"]
     let a: Arguments
     do { a = try Arguments(args, valued: valued, switches: ["--help", "-h", "--trust-proxy", "--create-store"]) } catch {
         return fail("serve: \(error)")
@@ -82,6 +82,8 @@ func serveCommand(_ args: [String]) -> Int32 {
         c.threads = try int("--threads", "RIDEPUSH_THREADS", ProcessInfo.processInfo.activeProcessorCount, max: 64)
         c.maxFrame = try int("--max-frame", nil, c.maxFrame, min: 64, max: 1 << 20)
         c.maxSubscriptions = try int("--max-subscriptions", nil, c.maxSubscriptions)
+        // Tests only, so not in --help: the Autobahn echo endpoint (README, Testing).
+        if a["--ws-echo"] != nil { c.wsEcho = try int("--ws-echo", nil, 0, min: 64, max: 64 << 20) }
         c.maxConnectionsPerIP = try int("--max-connections-per-ip", "RIDEPUSH_MAX_CONNECTIONS_PER_IP", c.maxConnectionsPerIP)
         switch a.has("--trust-proxy") ? "1" : env["RIDEPUSH_TRUST_PROXY"] ?? "" {
         case "1", "true", "yes": c.trustProxy = true
