@@ -188,7 +188,7 @@ async def settle(pid, baseline_fds, limit=20.0):
         if baseline_fds is not None and proc_figures(pid)[1] <= baseline_fds:
             break
         await asyncio.sleep(0.5)
-    await asyncio.sleep(2)  # let the last closes and frees finish
+    await asyncio.sleep(5)  # the last closes and frees, and the server's heap trim (every 2 s)
     return proc_figures(pid)
 
 
