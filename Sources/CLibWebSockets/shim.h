@@ -6,6 +6,10 @@
 #include <sys/socket.h>
 #include <libwebsockets.h>
 
+/* malloc_trim is in <malloc.h>, which Glibc's Swift overlay does not include: it hands freed
+   heap back after a crowd of connections left (HeapTrim.swift). */
+extern int malloc_trim(size_t pad);
+
 static inline size_t clws_pre(void) { return LWS_PRE; }
 static inline void clws_log_err(const char *msg) { lwsl_err("%s\n", msg); }
 static inline void clws_log_warn(const char *msg) { lwsl_warn("%s\n", msg); }

@@ -157,6 +157,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public func run() {
         storeWorker.start()
         clusterFeed?.start()
+        let trimmer = HeapTrimmer(shards: shards)
+        trimmer.start()
         let done = DispatchGroup()
         for shard in shards {
             done.enter()
@@ -175,6 +177,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         clusterFeed?.stop()
         storeWorker.stop()
         registry.disconnect()
+        trimmer.stop()
     }
 
     /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.

@@ -61,7 +61,8 @@ extension Shard {
         // Chromium uses on an https page) arrive as CONNECT with it in `:path`.
         var path = header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HTTP_COLON_PATH) ?? ""
         if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
-        guard path == "/ws" else { return refuseUpgrade(wsi, 404, "not_found", "no WebSocket at \(path.prefix(100)); the WebSocket is at /ws") }
+        let echo = path == "/echo" && hub.config.wsEcho != nil
+        guard path == "/ws" || echo else { return refuseUpgrade(wsi, 404, "not_found", "no WebSocket at \(path.prefix(100)); the WebSocket is at /ws") }
         if !hub.config.allowedOrigins.isEmpty, let origin = header(wsi, WSI_TOKEN_ORIGIN),
            !hub.config.allowedOrigins.contains(origin) {
             return refuseUpgrade(wsi, 403, "forbidden_origin", "origin \(origin.prefix(200)) is not allowed (--allow-origin)")
@@ -75,7 +76,7 @@ extension Shard {
         if token == nil, let auth = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), auth.hasPrefix("Bearer ") {
             token = String(auth.dropFirst(7))
         }
-        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token)
+        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: echo)
         return 0
     }
 
@@ -84,6 +85,7 @@ extension Shard {
         nextSerial += 1
         let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial)
         s.writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
+        if pending?.echo == true, let limit = hub.config.wsEcho { s.echo = EchoQueue(limit: limit) }
         user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
         sessions[s.serial] = s
         hub.metrics.add(hub.metrics.connections)
@@ -126,7 +128,8 @@ extension Shard {
             return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
         }
         if s.rxSince == 0 { s.rxSince = coarseMillis() }
-        if s.rx.count + len > hub.config.maxFrame {
+        if s.rx.count + len > s.echo?.limit ?? hub.config.maxFrame {
+            if let e = s.echo { return closeHard(s, code: 1009, reason: "message larger than \(e.limit) bytes") }
             s.rxTooLarge = true
             s.rx.removeAll(keepingCapacity: false)
         } else if !s.rxTooLarge, let input {
@@ -138,7 +141,9 @@ extension Shard {
             s.rxTooLarge = false
             s.rxSince = 0
         }
-        if s.rxTooLarge {
+        if let e = s.echo {
+            echo(s, e, binary: lws_frame_is_binary(wsi) != 0)
+        } else if s.rxTooLarge {
             reply(s, ProtocolError(.tooLarge, "message larger than \(hub.config.maxFrame) bytes"))
         } else if lws_frame_is_binary(wsi) != 0 {
             reply(s, ProtocolError(.badRequest, "binary frames are not part of ride.v1; send JSON text"))
@@ -200,4 +205,6 @@ extension Shard {
 struct PendingUpgrade {
     let peer: String
     let token: String?
+    /// An upgrade to /echo (--ws-echo).
+    let echo: Bool
 }

@@ -26,6 +26,9 @@ public struct ServerConfig: Sendable {
     public var tlsCert: String?
     public var tlsKey: String?
     public var auth: AuthMode = .none
+    /// Tests only (`--ws-echo BYTES`): serve the echo WebSocket at /echo (EchoEndpoint.swift)
+    /// taking messages up to this size; nil (the default): no /echo.
+    public var wsEcho: Int?
 
     public enum AuthMode: Sendable {
         case none

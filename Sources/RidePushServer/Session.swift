@@ -26,6 +26,8 @@ final class Session {
     /// When the message being received started (monotonic ms; 0: none): one whose final
     /// fragment never comes is bounded by --handshake-timeout, not held forever.
     var rxSince: Int64 = 0
+    /// Set on an /echo connection (--ws-echo, tests only): messages are sent back, not decoded.
+    var echo: EchoQueue?
     /// Close code and reason once we decided to close.
     var closing: (code: UInt16, reason: String)?
     /// Keepalive (monotonic ms): when the peer last sent anything, and whether our ping is

@@ -283,6 +283,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             var ping = [UInt8](repeating: 0, count: pre) + Array("live".utf8)
             let n = ping.withUnsafeMutableBufferPointer { lws_write(s.wsi, $0.baseAddress! + pre, 4, LWS_WRITE_PING) }
             if n < 0 { return -1 }
+        } else if let e = s.echo, !e.isEmpty {
+            if writeEcho(s, e) < 0 { return -1 }
         } else if s.hasOutbox {
             var f = s.popOutbox()
             if f.isEmpty {  // Shard.fleetFrameMarker
@@ -304,7 +306,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             lws_close_reason(s.wsi, lws_close_status(rawValue: UInt32(c.code)), &reason, reason.count)
             return -1
         }
-        if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue {
+        if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue || s.echo?.isEmpty == false {
             lws_callback_on_writable(s.wsi)
         }
         return 0

@@ -35,6 +35,8 @@ let serveOptions: OptionTable = {
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
+        // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
+        .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
     ])
 }()
 
@@ -55,6 +57,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         c.threads = o.int("--threads")!
         c.maxFrame = o.int("--max-frame")!
         c.maxSubscriptions = o.int("--max-subscriptions")!
+        c.wsEcho = o.int("--ws-echo")
         c.maxConnectionsPerIP = o.int("--max-connections-per-ip")!
         c.trustProxy = o.flag("--trust-proxy")
         c.controlRate = o.int("--control-rate")!
