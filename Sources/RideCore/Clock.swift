@@ -12,11 +12,7 @@ public protocol RideClock: Sendable {
 
 public struct SystemClock: RideClock {
     public init() {}
-    public func now() -> UnixMillis {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
+    public func now() -> UnixMillis { systemMicros(CLOCK_REALTIME) / 1000 }
 }
 
 public final class ManualClock: RideClock {

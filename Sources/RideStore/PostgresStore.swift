@@ -317,9 +317,5 @@ public final class PostgresStore: RideStore {
 /// stepped wall clock must not stretch or cut short a wait between connects.
 public struct MonotonicMillisClock: RideClock {
     public init() {}
-    public func now() -> UnixMillis {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
+    public func now() -> UnixMillis { systemMicros(CLOCK_MONOTONIC) / 1000 }
 }
