@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The process clock: Unix milliseconds that never step.
 ///
@@ -37,13 +36,13 @@ public final class SlewingClock: RideClock, ClockReport, @unchecked Sendable {  
 
     private let monotonic: Source
     private let wall: Source
-    private let state: Mutex<State>
+    private let state: Locked<State>  // not Mutex: ThreadSanitizer sees pthread locks only
 
     public init(monotonic: @escaping Source, wall: @escaping Source) {
         self.monotonic = monotonic
         self.wall = wall
         let m = monotonic(), w = wall()
-        state = Mutex(State(mono: m, process: w, offset: 0, carry: 0))
+        state = Locked(State(mono: m, process: w, offset: 0, carry: 0))
     }
 
     /// The process's clock over the real CLOCK_MONOTONIC and CLOCK_REALTIME.

@@ -1,3 +1,4 @@
+import RideCore
 import Synchronization
 
 /// Requests per second per client address, for HTTP endpoints that cost CPU (`/quote`): the

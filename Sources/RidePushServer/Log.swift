@@ -1,3 +1,4 @@
+import RideCore
 import CLibWebSockets
 import Glibc
 import Synchronization

@@ -1,3 +1,4 @@
+import RideCore
 import Synchronization
 
 /// Process-wide counters for /metrics and /healthz. Atomics, because every service thread

@@ -1,3 +1,4 @@
+import RideCore
 import RideProtocol
 import CLibWebSockets
 import Synchronization
