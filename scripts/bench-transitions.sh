@@ -14,6 +14,7 @@ PORT=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1"
 DIR=${DIR:-$(mktemp -d)}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 ticks() { awk '{print $14+$15}' "$1"; }   # utime+stime in clock ticks
+io() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/io"; }   # syscr, syscw, wchar
 HZ=$(getconf CLK_TCK)
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -24,11 +25,13 @@ for round in $(seq 1 "$ROUNDS"); do
     pid=$!
     for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
     before=$(ticks "/proc/$pid/stat")
+    r0=$(io "$pid" syscr) w0=$(io "$pid" syscw) b0=$(io "$pid" wchar)
     declare -A t0=()
     for t in /proc/$pid/task/*; do t0[$t]=$(ticks "$t/stat"); done
     out=$("$bin" bench --transitions --url "ws://127.0.0.1:$PORT/ws" -n "$CONNS" --depth "$DEPTH" \
       --duration "$DURATION" --disk "$DIR" 2>&1)
     after=$(ticks "/proc/$pid/stat")
+    r1=$(io "$pid" syscr) w1=$(io "$pid" syscw) b1=$(io "$pid" wchar)
     busiest=0
     for t in /proc/$pid/task/*; do
       d=$(( $(ticks "$t/stat") - ${t0[$t]:-0} ))
@@ -39,8 +42,12 @@ for round in $(seq 1 "$ROUNDS"); do
     tps=$(grep -oP 'durable transitions/s\s+\K[0-9]+' <<<"$out")
     lat=$(grep -oP 'p50 \K[0-9.]+ ms  p99 [0-9.]+' <<<"$out" | sed 's/ ms  p99 / \/ /')
     disk=$(grep -oP "disk's own fsyncs/s\s+\K[0-9]+" <<<"$out")
-    printf '%-28s load %-5s  %6s tr/s  p50/p99 %-13s ms  busiest thread %4d µs/tr  process %4d µs/tr  disk %s fsyncs/s\n' \
+    # Syscalls and bytes per transition do not move with the machine's load, unlike the rest.
+    printf '%-28s load %-5s  %6s tr/s  p50/p99 %-13s ms  busiest thread %4d µs/tr  process %4d µs/tr  disk %s fsyncs/s  per tr: %s reads %s writes %s KiB written\n' \
       "$(basename "$(dirname "$(dirname "$bin")")")/$(basename "$bin")" "$(cut -d' ' -f1 /proc/loadavg)" "$tps" "$lat" \
-      $(( busiest * 1000000 / HZ / n )) $(( (after - before) * 1000000 / HZ / n )) "$disk"
+      $(( busiest * 1000000 / HZ / n )) $(( (after - before) * 1000000 / HZ / n )) "$disk" \
+      "$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN{printf "%.1f", (b-a)/n}')" \
+      "$(awk -v a="$w0" -v b="$w1" -v n="$n" 'BEGIN{printf "%.1f", (b-a)/n}')" \
+      "$(awk -v a="$b0" -v b="$b1" -v n="$n" 'BEGIN{printf "%.1f", (b-a)/n/1024}')"
   done
 done

@@ -5,9 +5,10 @@ import RideProtocol
 import RideStore
 
 /// The server's side of the store worker, on that thread only: decides each group of jobs
-/// with the ride book, turns the decisions into store writes and frames, and once the store
-/// has committed publishes the rides and posts replies and pushes to the service threads.
-/// Nobody is told anything before the transaction that records it has committed.
+/// with the ride book, turns the decisions into store writes and frames, settles the book
+/// once the store has committed, and once the commit is durable publishes the rides and posts
+/// replies and pushes to the service threads. Nobody is told anything before the transaction
+/// that records it is on disk.
 final class StoreCoordinator: GroupCommitClient {
     typealias Job = StoreJob
 
@@ -21,14 +22,27 @@ final class StoreCoordinator: GroupCommitClient {
     private var recent = RecentReplies(capacity: 8192)
 
     /// The group being decided: what to do with each job once the commit is known.
-    private enum Step {
+    fileprivate enum Step {
         case change(RideBook.Change, write: Int, reply: [UInt8]?, push: [UInt8], to: Requester?,
                     id: String?, key: ReplyKey?, type: String)
         /// An answer made without a write; `needsCommit` when it replays a reply of this group.
         case answer([UInt8], to: Requester, needsCommit: Bool, id: String?, type: String)
         case lookup(String?, Requester, Continuation, ProtocolError?)
         case autoEndNotDue(String)
+        /// An HTTP read's answer, held like a reply: it may show what the group read.
+        case http(shard: Int, UInt64, UInt32, [UInt8])
     }
+
+    /// A settled group waiting for its sync: everything `publish` needs.
+    struct Group {
+        fileprivate var steps: [Step]
+        fileprivate var replies: [ReplyKey: RideBook.Earlier]
+        fileprivate var learned: [Ride]
+        fileprivate var remote: [ClusterCatchUp.Update]
+        fileprivate var results: [WriteResult]
+        fileprivate var failure: StoreError?
+    }
+
     private var steps: [Step] = []
     private var groupReplies: [ReplyKey: RideBook.Earlier] = [:]
     /// Rides read from the store during this group, published with it.
@@ -101,7 +115,7 @@ final class StoreCoordinator: GroupCommitClient {
                 }
             case .read(let from, let http, let work):
                 let r = work(store, registry)
-                if let token = http { deliver(from.shard, [.httpAnswer(token, r.status, r.body)]) }
+                if let token = http { steps.append(.http(shard: from.shard, token, r.status, r.body)) }
                 else { steps.append(.answer(r.body, to: from, needsCommit: false, id: nil, type: "get")) }
             }
         }
@@ -221,7 +235,7 @@ final class StoreCoordinator: GroupCommitClient {
 
     // MARK: after the commit
 
-    func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) {
+    func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) -> Group {
         var groupFailure: StoreError?
         var results: [WriteResult] = []
         switch outcome {
@@ -243,6 +257,18 @@ final class StoreCoordinator: GroupCommitClient {
                 if s.seq > (book.rides[rid]?.seq ?? 0) { adopt(ClusterCatchUp.Update(entry: entry)) } else { book.replace(entry) }
             }
         }
+        let group = Group(steps: steps, replies: groupReplies, learned: learned, remote: remote, results: results, failure: groupFailure)
+        steps = []
+        groupReplies = [:]
+        learned = []
+        remote = []
+        return group
+    }
+
+    // MARK: once durable
+
+    func publish(_ group: Group) {
+        let (steps, learned, remote, results, groupFailure) = (group.steps, group.learned, group.remote, group.results, group.failure)
         var events = [[ShardEvent]](repeating: [], count: registry.shards)
         let now = clock.now()
         let dropped = registry.publishing { v -> [String] in
@@ -298,7 +324,7 @@ final class StoreCoordinator: GroupCommitClient {
                     metrics.control(type, to == nil ? "auto" : "ok")
                     registry.ops?.transition(c.transition.kind, c.after.ride, c.plan, at: c.transition.at,
                                              watchers: live.subscriberCount.load(ordering: .relaxed))
-                    if let key, let g = groupReplies[key] { recent[key] = g }
+                    if let key, let g = group.replies[key] { recent[key] = g }
                     if let to, let reply { events[to.shard].append(.reply(to.session, reply, ride: live)) }
                     if !c.isStart {
                         for i in 0..<registry.shards {
@@ -316,6 +342,8 @@ final class StoreCoordinator: GroupCommitClient {
                     events[from.shard].append(.found(from.session, then, rid.flatMap { v.rides[$0] }, failure))
                 case .autoEndNotDue(let rid):
                     v.rides[rid]?.autoEndQueued = false
+                case .http(let shard, let token, let status, let body):
+                    events[shard].append(.httpAnswer(token, status, body))
                 }
             }
             let dropped = registry.trimEnded(&v)
@@ -323,10 +351,6 @@ final class StoreCoordinator: GroupCommitClient {
             return dropped
         }
         for rid in dropped { book.forget(rid) }
-        steps.removeAll(keepingCapacity: true)
-        groupReplies.removeAll(keepingCapacity: true)
-        learned.removeAll(keepingCapacity: true)
-        remote.removeAll(keepingCapacity: true)
     }
 }
 

@@ -43,6 +43,20 @@ public protocol RideStore: AnyObject {
     func close()
 }
 
+/// A store whose commit can return before its log is on disk, with a separate way to make it
+/// durable that runs on another thread (PostgreSQL's WAL writer and its flush up to a commit
+/// record). The store worker writes and decides the next group while the disk syncs the last
+/// one, and tells nobody about a group before a sync that began after its write has returned.
+public protocol LogSyncing: RideStore {
+    /// As `commit`, except that on return the group is only written (applied, visible to this
+    /// store, ordered after every earlier group), not yet durable.
+    func commitUnsynced(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult]
+    /// Makes everything `commitUnsynced` wrote before the call durable. Called from one thread
+    /// at a time, not necessarily the store's. Throws `.commitFailed`: whether the groups
+    /// written since the last sync are on disk is unknown, so the process must stop.
+    var logSync: @Sendable () throws(StoreError) -> Void { get }
+}
+
 /// One write of a group commit.
 public enum StoreWrite: Sendable, Equatable {
     /// A new ride: its row and its start as journal entry 1, plus `reply` if given.

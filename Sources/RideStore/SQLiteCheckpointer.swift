@@ -39,6 +39,9 @@ final class SQLiteCheckpointer: @unchecked Sendable {  // `pending`/`stopping` a
         db = try SQLiteConnection(path: path)
         do throws(StoreError) {
             try db.exec("PRAGMA busy_timeout = 1000")
+            // Explicit because the writer runs at OFF: a checkpoint at FULL syncs the log before
+            // copying it into the file and the file before the log may restart.
+            try db.exec("PRAGMA synchronous = FULL")
             // A connection finds the file in WAL mode only once it reads it; until then a
             // checkpoint on it does nothing (and reports -1).
             guard try db.scalarText("PRAGMA journal_mode")?.lowercased() == "wal" else {

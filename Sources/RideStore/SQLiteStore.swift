@@ -3,7 +3,14 @@ import RideCore
 
 /// The embedded default store: one SQLite file in WAL mode. Every `commit` is one
 /// `BEGIN IMMEDIATE … COMMIT` (one fsync for the whole batch) that is on disk when it returns.
-public final class SQLiteStore: RideStore {
+///
+/// The writer connection runs at `synchronous = OFF` and the log's fsync is done by
+/// `logSync` (the store worker's sync thread, while the writer goes on) or by `commit` itself.
+/// That is as safe as `FULL` for what anyone was told, because nobody is told before that
+/// sync returns, and the file cannot tear: the checkpoints that copy the log into the file,
+/// the helper's and the writer's own, run at `FULL`, which syncs the log before copying and
+/// the file before the log may restart.
+public final class SQLiteStore: LogSyncing {
     public let path: String
     /// Internal so tests can poke at the file (e.g. cap its size to provoke SQLITE_FULL).
     let db: SQLiteConnection
@@ -11,6 +18,9 @@ public final class SQLiteStore: RideStore {
     private var lockFD: Int32 = -1
     /// Checkpoints the log off the writer's thread; nil once closed.
     private var checkpointer: SQLiteCheckpointer?
+    private var syncer: SQLiteLogSync?
+    /// Set by the commit hook: the writer copies the log's last frames after this COMMIT.
+    private var writerCheckpointDue = false
 
     /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
     /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
@@ -22,7 +32,10 @@ public final class SQLiteStore: RideStore {
             lockFD = try Self.lock(path)
             try configureAndMigrate()
             try startCheckpointer()
+            syncer = try SQLiteLogSync(logPath: path + "-wal")
+            try db.exec("PRAGMA synchronous = OFF")
         } catch {
+            syncer?.close()
             checkpointer?.stop()
             db.close()
             if lockFD >= 0 { Glibc.close(lockFD) }
@@ -35,6 +48,11 @@ public final class SQLiteStore: RideStore {
     public func close() {
         checkpointer?.stop()
         checkpointer = nil
+        // The last connection to close checkpoints the log into the file and deletes it: at
+        // OFF that copy would not be synced before the log is gone.
+        if db.isOpen { try? db.exec("PRAGMA synchronous = FULL") }
+        syncer?.close()
+        syncer = nil
         db.close()
         if lockFD >= 0 { Glibc.close(lockFD) }
         lockFD = -1
@@ -47,13 +65,25 @@ public final class SQLiteStore: RideStore {
     private func startCheckpointer() throws(StoreError) {
         let helper = try SQLiteCheckpointer(path: path)
         checkpointer = helper
-        let writer = db
         // Replaces SQLite's autocheckpoint, which would run inside the worker's COMMIT.
-        try db.onCommit { [unowned writer] pages in
-            // A failed copy loses nothing (the frames stay in the log); the next commit retries.
-            if helper.logGrew(to: pages), (try? writer.checkpoint()) != nil { helper.writerFinished() }
+        try db.onCommit { [unowned self] pages in
+            if helper.logGrew(to: pages) { writerCheckpointDue = true }
         }
         helper.start()
+    }
+
+    /// The writer's own checkpoint, at FULL for its duration (see the type's comment). A failed
+    /// copy loses nothing: the frames stay in the log, and a later commit asks again.
+    private func checkpointAsWriter() {
+        writerCheckpointDue = false
+        guard let helper = checkpointer, (try? db.exec("PRAGMA synchronous = FULL")) != nil else { return }
+        if (try? db.checkpoint()) != nil { helper.writerFinished() }
+        try? db.exec("PRAGMA synchronous = OFF")
+    }
+
+    public var logSync: @Sendable () throws(StoreError) -> Void {
+        guard let syncer else { return { () throws(StoreError) in throw StoreError(.unavailable, "ride store closed") } }
+        return { () throws(StoreError) in try syncer.sync() }
     }
 
     /// One server per file: two would each keep their own rides in memory and diverge
@@ -76,6 +106,13 @@ public final class SQLiteStore: RideStore {
     // MARK: writes
 
     public func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
+        let results = try commitUnsynced(batch)
+        guard let syncer else { throw StoreError(.commitFailed, "ride store \(path): closed before its log was synced") }
+        try syncer.sync()
+        return results
+    }
+
+    public func commitUnsynced(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
         try db.run("BEGIN IMMEDIATE")
         var results: [WriteResult] = []
         results.reserveCapacity(batch.count)
@@ -104,6 +141,7 @@ public final class SQLiteStore: RideStore {
             if db.inTransaction { try? db.run("ROLLBACK") }
             throw StoreError(.unavailable, error.message)
         }
+        if writerCheckpointDue { checkpointAsWriter() }
         return results
     }
 
@@ -323,6 +361,10 @@ public final class SQLiteStore: RideStore {
         // checkpoint) instead of failing at once; short, because the caller is the server's
         // only service thread and everything else waits behind it.
         try db.exec("PRAGMA busy_timeout = 1000")
+        // SQLite's default 2 MiB page cache is smaller than the B-tree pages a busy store
+        // touches, so every group re-read pages it had just written (a pread each); 64 MiB is
+        // an upper bound it grows into only as the file does.
+        try db.exec("PRAGMA cache_size = -65536")
 
         // Read before changing anything: this is where a non-SQLite file ("file is not a
         // database") or a damaged header fails, and a newer file is refused untouched.

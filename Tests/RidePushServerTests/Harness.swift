@@ -53,11 +53,11 @@ final class Harness {
     func run() {
         let jobs = queue.take()
         let writes = coordinator.prepare(jobs, store: store)
-        if writes.isEmpty { return coordinator.finish(.success([]), store: store) }
+        if writes.isEmpty { return coordinator.publish(coordinator.finish(.success([]), store: store)) }
         do throws(StoreError) {
-            coordinator.finish(.success(try store.commit(writes)), store: store)
+            coordinator.publish(coordinator.finish(.success(try store.commit(writes)), store: store))
         } catch {
-            coordinator.finish(.failure(error), store: store)
+            coordinator.publish(coordinator.finish(.failure(error), store: store))
         }
     }
 

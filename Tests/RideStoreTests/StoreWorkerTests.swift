@@ -29,22 +29,63 @@ final class StoreWorkerTests: XCTestCase {
         func close() { inner.close() }
     }
 
-    /// Each job starts one ride; `finish` reports what happened to each group.
+    /// A store that defers its sync: writes apply at once, `logSync` waits on `syncGate`.
+    final class DeferringStore: LogSyncing {
+        let inner = MemoryStore()
+        let syncGate = DispatchSemaphore(value: 0)
+        let syncEntered = DispatchSemaphore(value: 0)
+        let written = DispatchSemaphore(value: 0)
+        let syncFailure = Locked<StoreError?>(nil)
+        var sizes: [Int] = []
+        func commitUnsynced(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
+            sizes.append(batch.count)
+            defer { written.signal() }
+            return try inner.commit(batch)
+        }
+        var logSync: @Sendable () throws(StoreError) -> Void {
+            { [syncGate, syncEntered, syncFailure] () throws(StoreError) in
+                syncEntered.signal()
+                syncGate.wait()
+                if let e = syncFailure.withLock({ $0 }) { throw e }
+            }
+        }
+        func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] { XCTFail("the worker writes unsynced"); return [] }
+        func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
+        func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
+        func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
+        func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
+        func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
+        func close() { inner.close() }
+    }
+
+    /// Each job starts one ride; `finish` records each group's outcome (`settled`), `publish`
+    /// reports it (`log`, `finished`). A job "?x" writes nothing and asks whether ride x exists.
     final class Starter: GroupCommitClient {
         typealias Job = String
         let finished = DispatchSemaphore(value: 0)
         let log = Mutex<[String]>([])
+        let settled = Mutex<[String]>([])
         private var group: [String] = []
+        private var seen: [String] = []
         func prepare(_ jobs: [String], store: RideStore) -> [StoreWrite] {
             group = jobs
-            return jobs.map { .create(NewRide(id: $0, planID: "p", owner: nil, limit: nil, startedAt: 1), reply: nil) }
+            seen = jobs.filter { $0.hasPrefix("?") }.map { q in
+                let id = String(q.dropFirst())
+                return "\(q)=\((try? store.ride(id)) != nil ? "yes" : "no")"
+            }
+            return jobs.filter { !$0.hasPrefix("?") }.map { .create(NewRide(id: $0, planID: "p", owner: nil, limit: nil, startedAt: 1), reply: nil) }
         }
-        func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) {
+        func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) -> String {
             let line: String
             switch outcome {
+            case .success(let r) where r.isEmpty: line = seen.joined(separator: ",")
             case .success(let r): line = group.joined(separator: ",") + ": " + r.map { $0 == .written ? "w" : "r" }.joined()
             case .failure(let e): line = group.joined(separator: ",") + ": " + e.kind.rawValue
             }
+            settled.withLock { $0.append(line) }
+            return line
+        }
+        func publish(_ line: String) {
             log.withLock { $0.append(line) }
             finished.signal()
         }
@@ -94,5 +135,66 @@ final class StoreWorkerTests: XCTestCase {
         XCTAssertEqual(fatal.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(fatalKind.withLock { $0 }, .commitFailed)
         XCTAssertEqual(client.log.withLock { $0 }.count, 1, "no one is answered after a commit of unknown fate")
+    }
+
+    func testTheSyncRunsBesideTheNextGroupsAndNobodyIsToldBeforeIt() throws {
+        let store = DeferringStore()
+        let client = Starter()
+        let worker = StoreWorker(store: store, client: client) { _ in XCTFail("not fatal") }
+        worker.start()
+        worker.submit("a")
+        XCTAssertEqual(store.written.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(store.syncEntered.wait(timeout: .now() + 10), .success)  // a's sync is in flight
+        // Written and decided while that sync waits; a group that only reads sees a (written,
+        // not yet durable) but must wait its turn too.
+        worker.submit(["b", "c"])
+        XCTAssertEqual(store.written.wait(timeout: .now() + 10), .success)
+        worker.submit("?a")
+        waitUntil { client.settled.withLock { $0.count } == 3 }
+        XCTAssertEqual(client.settled.withLock { $0 }, ["a: w", "b,c: ww", "?a=yes"])
+        XCTAssertEqual(client.log.withLock { $0 }, [], "nothing is told before its sync")
+        store.syncGate.signal()  // a is durable
+        XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(client.log.withLock { $0 }, ["a: w"])
+        XCTAssertEqual(store.syncEntered.wait(timeout: .now() + 10), .success)  // one sync for b,c (and ?a behind it)
+        store.syncGate.signal()
+        XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(client.log.withLock { $0 }, ["a: w", "b,c: ww", "?a=yes"])
+        XCTAssertEqual(store.sizes, [1, 2])
+        XCTAssertEqual(worker.syncs.load(ordering: .relaxed), 2)
+        // Nothing unsynced: a read-only group is answered at once.
+        worker.submit("?z")
+        XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(client.log.withLock { $0.last }, "?z=no")
+        XCTAssertEqual(worker.syncs.load(ordering: .relaxed), 2)
+        worker.stop()
+    }
+
+    func testAFailedSyncIsFatalAndNobodyIsTold() throws {
+        let store = DeferringStore()
+        let client = Starter()
+        let fatal = DispatchSemaphore(value: 0)
+        let fatalKind = Mutex<StoreError.Kind?>(nil)
+        let worker = StoreWorker(store: store, client: client) { e in
+            fatalKind.withLock { $0 = e.kind }
+            fatal.signal()
+        }
+        worker.start()
+        store.syncFailure.withLock { $0 = StoreError(.commitFailed, "fdatasync: EIO") }
+        worker.submit("a")
+        XCTAssertEqual(store.syncEntered.wait(timeout: .now() + 10), .success)
+        store.syncGate.signal()
+        XCTAssertEqual(fatal.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(fatalKind.withLock { $0 }, .commitFailed)
+        XCTAssertEqual(client.settled.withLock { $0 }, ["a: w"])
+        XCTAssertEqual(client.log.withLock { $0 }, [], "a group whose sync failed is told to nobody")
+    }
+
+    /// Bounded poll for state another thread reaches without a signal of its own.
+    private func waitUntil(_ condition: () -> Bool, file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(10)
+        while !condition() && Date() < deadline { usleep(1_000) }
+        XCTAssertTrue(condition(), "timed out", file: file, line: line)
     }
 }
