@@ -47,7 +47,7 @@ def token(sub, scope="control", **extra):
 def journal(path, ride):
     db = sqlite3.connect(path)
     try:
-        return [k for (k,) in db.execute("SELECT kind FROM transitions WHERE ride_id = ? ORDER BY seq", (ride,))]
+        return [k for (k,) in db.execute("SELECT kind FROM transitions WHERE ride = (SELECT n FROM rides WHERE id = ?) ORDER BY seq", (ride,))]
     finally:
         db.close()
 

@@ -107,7 +107,7 @@ def time_travel(path, shifts):
         db.execute("BEGIN IMMEDIATE")
         for rid, ms in shifts.items():
             db.execute("UPDATE rides SET started_at = started_at - ? WHERE id = ?", (ms, rid))
-            db.execute("UPDATE transitions SET at = at - ? WHERE ride_id = ?", (ms, rid))
+            db.execute("UPDATE transitions SET at = at - ? WHERE ride = (SELECT n FROM rides WHERE id = ?)", (ms, rid))
         db.execute("COMMIT")
     finally:
         db.close()
@@ -618,7 +618,7 @@ def test_a_version_1_file_is_upgraded_and_its_rides_load(tmp_path):
     tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     db.close()
-    assert versions == [1, 2, 3, 4] and "replies" in tables and mode == "wal"
+    assert versions == [1, 2, 3, 4, 5] and "replies" in tables and mode == "wal"
 
 
 # ----------------------------------------------------------------------------------------

@@ -239,7 +239,9 @@ enum TransitionBench {
         func send(_ lane: Int) {
             let c = lane / o.depth
             let ride = "bt\(run)-\(lane)-\(cycle[lane])"
-            let id = "\(lane).\(cycle[lane]).\(started[lane] ? "e" : "s")"
+            // The run's pid in the request id too: a server reused for a second run would
+            // refuse a request id already used (exactly-once), not answer it.
+            let id = "\(lane).\(cycle[lane]).\(started[lane] ? "e" : "s").\(run)"
             let msg = started[lane] ? #"{"type":"end","id":"\#(id)","ride":"\#(ride)"}"#
                 : #"{"type":"start","id":"\#(id)","ride":"\#(ride)"}"#
             sentAt[lane] = monotonicMicros()

@@ -181,14 +181,16 @@ public final class SQLiteStore: LogSyncing {
                        [.text(reply.key.scope), .text(reply.key.id), .blob(reply.bytes), .int(reply.at), .text(reply.request)])
             if db.changes == 0 { return false }
         }
+        var n: Int64?
+        let returning = { (r: SQLRow) throws(StoreError) in n = r.int(0) }
         switch write {
         case .create(let new, _):
-            try db.run("""
+            try db.query("""
                 INSERT INTO rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
-                VALUES (?, ?, ?, ?, ?, NULL, 1, 'riding') ON CONFLICT DO NOTHING
-                """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)])
-            guard db.changes == 1 else { return try undo(reply) }
-            try insert(.start(at: new.startedAt), ride: new.id, seq: 1)
+                VALUES (?, ?, ?, ?, ?, NULL, 1, 'riding') ON CONFLICT DO NOTHING RETURNING n
+                """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)], row: returning)
+            guard let n else { return try undo(reply) }
+            try insert(.start(at: new.startedAt), ride: n, seq: 1)
         case .append(let entry, _):
             // Only as exactly the next entry, and only from a state that allows it
             // (StoreRules.appendRefusal says the same, for the refusal's message).
@@ -197,17 +199,17 @@ public final class SQLiteStore: LogSyncing {
             switch entry.transition {
             case .start: return false
             case .pause:
-                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND state = 'riding'",
-                           [.int(entry.seq), state, id, previous])
+                try db.query("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND state = 'riding' RETURNING n",
+                             [.int(entry.seq), state, id, previous], row: returning)
             case .resume:
-                try db.run("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND state = 'paused'",
-                           [.int(entry.seq), state, id, previous])
+                try db.query("UPDATE rides SET last_seq = ?, state = ? WHERE id = ? AND last_seq = ? AND state = 'paused' RETURNING n",
+                             [.int(entry.seq), state, id, previous], row: returning)
             case .end(let at, _, _):
-                try db.run("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ? AND last_seq = ? AND state <> 'ended'",
-                           [.int(entry.seq), state, .int(at), id, previous])
+                try db.query("UPDATE rides SET last_seq = ?, state = ?, ended_at = ? WHERE id = ? AND last_seq = ? AND state <> 'ended' RETURNING n",
+                             [.int(entry.seq), state, .int(at), id, previous], row: returning)
             }
-            guard db.changes == 1 else { return try undo(reply) }
-            try insert(entry.transition, ride: entry.ride, seq: entry.seq)
+            guard let n else { return try undo(reply) }
+            try insert(entry.transition, ride: n, seq: entry.seq)
         }
         return true
     }
@@ -244,7 +246,7 @@ public final class SQLiteStore: LogSyncing {
         // partial index holds only the open ones, so recovery time follows open rides only.
         try loadRides("""
             SELECT r.id, r.plan_id, r.owner, r.time_limit, t.kind, t.at, t.reason, t.metres
-            FROM rides r INDEXED BY rides_open LEFT JOIN transitions t ON t.ride_id = r.id
+            FROM rides r INDEXED BY rides_open LEFT JOIN transitions t ON t.ride = r.n
             WHERE r.ended_at IS NULL
             ORDER BY r.id, t.seq
             """, [])
@@ -258,7 +260,7 @@ public final class SQLiteStore: LogSyncing {
         // The page's ids first (through rides_started / rides_ended, so a page reads `limit`
         // index entries, not every ride), then their journals.
         let select = "SELECT r.id, r.plan_id, r.owner, r.time_limit, t.kind, t.at, t.reason, t.metres FROM ("
-        let join = ") p JOIN rides r ON r.id = p.id LEFT JOIN transitions t ON t.ride_id = r.id"
+        let join = ") p JOIN rides r ON r.id = p.id LEFT JOIN transitions t ON t.ride = r.n"
         let n = SQLValue.int(Int64(max(0, limit)))
         switch page {
         case .byStart(let after):
@@ -285,7 +287,7 @@ public final class SQLiteStore: LogSyncing {
     private func load(_ id: String) throws(StoreError) -> StoredRide? {
         try loadRides("""
             SELECT r.id, r.plan_id, r.owner, r.time_limit, t.kind, t.at, t.reason, t.metres
-            FROM rides r LEFT JOIN transitions t ON t.ride_id = r.id
+            FROM rides r LEFT JOIN transitions t ON t.ride = r.n
             WHERE r.id = ?
             ORDER BY t.seq
             """, [.text(id)]).first
@@ -332,12 +334,12 @@ public final class SQLiteStore: LogSyncing {
         }
     }
 
-    private func insert(_ t: RideTransition, ride id: String, seq: Int64) throws(StoreError) {
+    private func insert(_ t: RideTransition, ride n: Int64, seq: Int64) throws(StoreError) {
         var reason: String?
         var metres: Int64?
         if case .end(_, let r, let m) = t { (reason, metres) = (r.rawValue, m) }
-        try db.run("INSERT INTO transitions (ride_id, seq, kind, at, reason, metres) VALUES (?, ?, ?, ?, ?, ?)",
-                   [.text(id), .int(seq), .text(t.kind), .int(t.at), .text(reason), .int(metres)])
+        try db.run("INSERT INTO transitions (ride, seq, kind, at, reason, metres) VALUES (?, ?, ?, ?, ?, ?)",
+                   [.int(n), .int(seq), .text(t.kind), .int(t.at), .text(reason), .int(metres)])
     }
 
     /// One call = one write transaction. IMMEDIATE takes the write lock up front, so a

@@ -6,7 +6,7 @@
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 4
+    static let current: Int64 = 5
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -67,6 +67,47 @@ enum Schema {
         (4, """
             -- The operator's ride listing pages by keyset: every ride by start, ended rides
             -- newest first. Without these each page would sort every ride ever recorded.
+            CREATE INDEX rides_started ON rides (started_at, id);
+            CREATE INDEX rides_ended ON rides (ended_at, id) WHERE ended_at IS NOT NULL;
+            """),
+        (5, """
+            -- Rides in the order they were recorded (n), and journals keyed by that number,
+            -- instead of both keyed by the ride's text id: a commit then writes the last pages
+            -- of each B-tree, which its neighbours share, rather than a random page of each
+            -- per transition. Measured: about 4 random pages written and synced per transition
+            -- before, the bytes per fsync that bounded durable transitions/s. The text id keeps
+            -- a unique index (written once, at start).
+            CREATE TABLE rides_v5 (
+                n          INTEGER PRIMARY KEY,
+                id         TEXT NOT NULL UNIQUE,
+                plan_id    TEXT NOT NULL,
+                owner      TEXT,
+                time_limit INTEGER,
+                started_at INTEGER NOT NULL,
+                ended_at   INTEGER,
+                last_seq   INTEGER NOT NULL,
+                state      TEXT NOT NULL CHECK (state IN ('riding', 'paused', 'ended'))
+            );
+            INSERT INTO rides_v5 (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
+                SELECT id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state
+                FROM rides ORDER BY started_at, id;
+            CREATE TABLE transitions_v5 (
+                ride   INTEGER NOT NULL REFERENCES rides_v5 (n),
+                seq    INTEGER NOT NULL,
+                kind   TEXT NOT NULL CHECK (kind IN ('start', 'pause', 'resume', 'end')),
+                at     INTEGER NOT NULL,
+                reason TEXT,
+                metres INTEGER,
+                PRIMARY KEY (ride, seq)
+            ) WITHOUT ROWID;
+            INSERT INTO transitions_v5 (ride, seq, kind, at, reason, metres)
+                SELECT r.n, t.seq, t.kind, t.at, t.reason, t.metres
+                FROM transitions t JOIN rides_v5 r ON r.id = t.ride_id ORDER BY r.n, t.seq;
+            DROP TABLE transitions;
+            DROP TABLE rides;
+            ALTER TABLE rides_v5 RENAME TO rides;
+            ALTER TABLE transitions_v5 RENAME TO transitions;
+            CREATE INDEX rides_open ON rides (n) WHERE ended_at IS NULL;
             CREATE INDEX rides_started ON rides (started_at, id);
             CREATE INDEX rides_ended ON rides (ended_at, id) WHERE ended_at IS NOT NULL;
             """),

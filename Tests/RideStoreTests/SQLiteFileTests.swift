@@ -27,13 +27,13 @@ final class SQLiteFileTests: XCTestCase {
 
     func testNewFileIsCurrentVersionInWALMode() throws {
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
         let raw = try SQLiteConnection(path: path)
         XCTAssertEqual(try raw.scalarText("PRAGMA journal_mode"), "wal")
         raw.close()
         // Opening again applies nothing twice.
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
     }
 
     func testMigratesAVersion1FileKeepingItsRides() throws {
@@ -61,7 +61,7 @@ final class SQLiteFileTests: XCTestCase {
         XCTAssertEqual(try versions(path), [1])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
         let open = try store.openRides()
         XCTAssertEqual(open.map(\.id), ["open-1"])
         XCTAssertEqual(open[0].journal, [.start(at: t0), .pause(at: t0 + 60_000)])
@@ -87,15 +87,15 @@ final class SQLiteFileTests: XCTestCase {
     func testNewerSchemaIsRefusedUntouched() throws {
         try SQLiteStore(path: path).close()
         let raw = try SQLiteConnection(path: path)
-        try raw.exec("INSERT INTO schema_version VALUES (5, 1800000000)")
+        try raw.exec("INSERT INTO schema_version VALUES (6, 1800000000)")
         raw.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
 
         let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
         XCTAssertEqual(e?.kind, .newerSchema)
-        XCTAssertEqual(e?.message, "ride store \(path): schema version 5 is newer than this RidePush supports (version 4); upgrade RidePush or use another file")
+        XCTAssertEqual(e?.message, "ride store \(path): schema version 6 is newer than this RidePush supports (version 5); upgrade RidePush or use another file")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6])
     }
 
     func testNonDatabaseFileIsRefused() throws {
@@ -120,7 +120,7 @@ final class SQLiteFileTests: XCTestCase {
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         store.close()
         let raw = try SQLiteConnection(path: path)
-        try raw.exec("INSERT INTO transitions VALUES ('r', 2, 'resume', \(t0 + 1), NULL, NULL)")
+        try raw.exec("INSERT INTO transitions VALUES ((SELECT n FROM rides WHERE id = 'r'), 2, 'resume', \(t0 + 1), NULL, NULL)")
         raw.close()
         let reopened = try SQLiteStore(path: path)
         let e = storeError { () throws(StoreError) in try reopened.openRides() }
