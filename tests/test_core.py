@@ -163,6 +163,64 @@ def test_a_store_stalled_for_three_seconds_delays_no_tick_and_answers_in_order_a
         assert journal(path, "st-0") == ["start"] + ["pause", "resume"] * 3
 
 
+def test_a_stalled_log_sync_tells_nobody_until_it_returns_while_ticks_go_on(tmp_path):
+    # The worker commits at synchronous=OFF and a sync thread fsyncs the log: a transition is
+    # in the file (committed) before it is durable, and nobody may hear of it in between.
+    stall = tmp_path / "stall"
+    path = str(tmp_path / "rides.db")
+    with Server(*FAST, store=path, env={"RIDEPUSH_TEST_STALL_SYNCS_WHILE": str(stall)}) as srv:
+        dev = Client(srv.ws)
+        assert dev.request({"type": "start", "id": "s0", "ride": "sy-w"})["type"] == "state"
+        watcher = Client(srv.ws)
+        assert watcher.request({"type": "subscribe", "ride": "sy-w"})["state"] == "riding"
+        stall.touch()
+        dev.send({"type": "pause", "id": "p1", "ride": "sy-w"})
+        dev.send({"type": "start", "id": "s1", "ride": "sy-new"})
+        deadline = time.monotonic() + 10
+        while journal(path, "sy-new") != ["start"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert journal(path, "sy-w") == ["start", "pause"] and journal(path, "sy-new") == ["start"], "written before the sync"
+        seen = []
+        t_stall = time.monotonic()
+        while time.monotonic() - t_stall < 2.0:
+            with contextlib.suppress(TimeoutError):
+                seen.append(watcher.recv(timeout=0.1))
+        with pytest.raises(TimeoutError):
+            dev.recv(timeout=0.05)
+        ticks = [m for m in seen if m["type"] == "tick"]
+        assert len(ticks) >= 1 and all(m["state"] == "riding" for m in ticks), seen
+        assert [m for m in seen if m["type"] != "tick"] == [], "a push before the sync: %r" % seen
+        stall.unlink()
+        got = [dev.recv(timeout=5) for _ in range(2)]
+        assert [(m["id"], m["state"]) for m in got] == [("p1", "paused"), ("s1", "riding")]
+        deadline = time.monotonic() + 5
+        push = watcher.recv(timeout=5)
+        while push["type"] == "tick" and time.monotonic() < deadline:
+            push = watcher.recv(timeout=5)
+        assert (push["type"], push["state"]) == ("state", "paused")
+
+
+def test_a_failed_log_sync_stops_the_server_tells_nobody_and_a_restart_recovers(tmp_path):
+    fail = tmp_path / "fail"
+    path = str(tmp_path / "rides.db")
+    srv = Server(*FAST, store=path, env={"RIDEPUSH_TEST_FAIL_SYNCS_WHILE": str(fail)}).start()
+    c = Client(srv.ws)
+    assert c.request({"type": "start", "id": "a", "ride": "fs-a"})["type"] == "state"
+    fail.touch()
+    c.send({"type": "start", "id": "b", "ride": "fs-b"})
+    srv.proc.wait(10)
+    assert srv.proc.returncode == 70
+    time.sleep(0.2)
+    log = "\n".join(srv.lines)
+    assert "FATAL: the ride store failed" in log and "injected fsync error" in log, log
+    with contextlib.suppress(ConnectionClosed, TimeoutError, OSError):
+        while True:
+            assert c.recv(timeout=1).get("id") != "b", "told about a group whose sync failed"
+    fail.unlink()
+    with Server(*FAST, store=path) as again:
+        assert again.get("/rides/fs-a")[0] == 200
+
+
 # ----------------------------------------------------------------------------------------
 # Issue 15 item 8: ordering across threads
 
