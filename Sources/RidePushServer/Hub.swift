@@ -126,7 +126,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
                 // The fate of that transaction is unknown: stop, and let a restart read the file
                 // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
-                FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT, so it is unknown whether the last group of transitions is durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
+                FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT or at its log sync, so it is unknown whether the last groups of transitions are durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
                 exit(70)
             }
             registry.connect(storeWorker)
