@@ -4,11 +4,12 @@ import RideCore
 import RideProtocol
 import RideStore
 
-/// The server's side of the store worker, on that thread only: decides each group of jobs
-/// with the ride book, turns the decisions into store writes and frames, settles the book
-/// once the store has committed, and once the commit is durable publishes the rides and posts
-/// replies and pushes to the service threads. Nobody is told anything before the transaction
-/// that records it is on disk.
+/// The server's side of the store worker: decides each group of jobs with the ride book, turns
+/// the decisions into store writes and frames, settles the book once the store has committed
+/// (all on the worker thread), and once the commit is durable publishes the rides and posts
+/// replies and pushes to the service threads (`publish`: on the worker or the store's sync
+/// thread, touching only the registry, under its lock, and what the group carries). Nobody is
+/// told anything before the transaction that records it is on disk.
 final class StoreCoordinator: GroupCommitClient {
     typealias Job = StoreJob
 
@@ -36,12 +37,15 @@ final class StoreCoordinator: GroupCommitClient {
     /// A settled group waiting for its sync: everything `publish` needs.
     struct Group {
         fileprivate var steps: [Step]
-        fileprivate var replies: [ReplyKey: RideBook.Earlier]
         fileprivate var learned: [Ride]
-        fileprivate var remote: [ClusterCatchUp.Update]
+        /// Other nodes' changes, each with its push (nil for a start).
+        fileprivate var remote: [(ride: Ride, push: [UInt8]?)]
         fileprivate var results: [WriteResult]
         fileprivate var failure: StoreError?
     }
+    /// Rides `publish` dropped from the registry, for the worker to forget before it decides
+    /// the next group (the book is the worker's).
+    private let dropped = Locked<[String]>([])
 
     private var steps: [Step] = []
     private var groupReplies: [ReplyKey: RideBook.Earlier] = [:]
@@ -66,6 +70,7 @@ final class StoreCoordinator: GroupCommitClient {
     // MARK: deciding
 
     func prepare(_ jobs: [StoreJob], store: RideStore) -> [StoreWrite] {
+        for rid in dropped.withLock({ d in defer { d.removeAll() }; return d }) { book.forget(rid) }
         let now = clock.now()
         catchUp(jobs, store: store)
         if let shared = store as? SharedJournal {
@@ -257,7 +262,17 @@ final class StoreCoordinator: GroupCommitClient {
                 if s.seq > (book.rides[rid]?.seq ?? 0) { adopt(ClusterCatchUp.Update(entry: entry)) } else { book.replace(entry) }
             }
         }
-        let group = Group(steps: steps, replies: groupReplies, learned: learned, remote: remote, results: results, failure: groupFailure)
+        // Retries of this group's requests are answered from memory from now on: a replay is
+        // published with its own group, so never before this one.
+        for step in steps {
+            if case .change(_, let w, _, _, _, _, let key?, _) = step, groupFailure == nil, results[w] == .written,
+               let g = groupReplies[key] { recent[key] = g }
+        }
+        let now = clock.now()
+        let others = remote.map { u in
+            (u.entry.ride, u.isStart ? nil : ServerMessages.state(ride: u.entry.ride, plan: book.plan(for: u.entry.ride), at: now, id: nil, prefix: pre))
+        }
+        let group = Group(steps: steps, learned: learned, remote: others, results: results, failure: groupFailure)
         steps = []
         groupReplies = [:]
         learned = []
@@ -270,12 +285,10 @@ final class StoreCoordinator: GroupCommitClient {
     func publish(_ group: Group) {
         let (steps, learned, remote, results, groupFailure) = (group.steps, group.learned, group.remote, group.results, group.failure)
         var events = [[ShardEvent]](repeating: [], count: registry.shards)
-        let now = clock.now()
-        let dropped = registry.publishing { v -> [String] in
+        let trimmed = registry.publishing { v -> [String] in
             for ride in learned { _ = registry.add(ride, &v) }
             // Other nodes' changes first: they committed before anything of this group.
-            for u in remote {
-                let ride = u.entry.ride
+            for (ride, push) in remote {
                 let live: LiveRide
                 if let l = v.rides[ride.id] {
                     live = l
@@ -283,13 +296,12 @@ final class StoreCoordinator: GroupCommitClient {
                 } else {
                     live = registry.add(ride, &v)
                 }
-                guard !u.isStart else { continue }
-                let push = ServerMessages.state(ride: ride, plan: book.plan(for: ride), at: now, id: nil, prefix: pre)
+                guard let push else { continue }
                 for i in 0..<registry.shards { events[i].append(.push(live, push, except: nil)) }
             }
             for step in steps {
                 switch step {
-                case .change(let c, let w, let reply, let push, let to, let id, let key, let type):
+                case .change(let c, let w, let reply, let push, let to, let id, _, let type):
                     var failure = groupFailure
                     if failure == nil, case .refused(let e) = results[w] { failure = e }
                     let rid = c.after.ride.id
@@ -324,7 +336,6 @@ final class StoreCoordinator: GroupCommitClient {
                     metrics.control(type, to == nil ? "auto" : "ok")
                     registry.ops?.transition(c.transition.kind, c.after.ride, c.plan, at: c.transition.at,
                                              watchers: live.subscriberCount.load(ordering: .relaxed))
-                    if let key, let g = group.replies[key] { recent[key] = g }
                     if let to, let reply { events[to.shard].append(.reply(to.session, reply, ride: live)) }
                     if !c.isStart {
                         for i in 0..<registry.shards {
@@ -350,7 +361,7 @@ final class StoreCoordinator: GroupCommitClient {
             for i in events.indices where !events[i].isEmpty { deliver(i, events[i]) }
             return dropped
         }
-        for rid in dropped { book.forget(rid) }
+        if !trimmed.isEmpty { dropped.withLock { $0 += trimmed } }
     }
 }
 

@@ -1,9 +1,8 @@
 import Foundation
 import Synchronization
 
-/// What a store worker runs, on its thread only: turns a group of queued jobs into writes
-/// (deciding them; it may read the store), hears how the commit went, and once the group is
-/// durable tells everyone.
+/// What a store worker runs: turns a group of queued jobs into writes (deciding them; it may
+/// read the store), hears how the commit went, and once the group is durable tells everyone.
 public protocol GroupCommitClient: AnyObject {
     associatedtype Job: Sendable
     /// What `finish` keeps for `publish`: the group's replies and pushes.
@@ -15,8 +14,10 @@ public protocol GroupCommitClient: AnyObject {
     /// is final (the next `prepare` decides from it), but it may not be on disk yet: nothing
     /// may be told to anyone here. Called on the worker thread.
     func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) -> Group
-    /// `group` and every group before it are durable: tell everyone. Called on the worker
-    /// thread, once per group, in commit order, between groups.
+    /// `group` and every group before it are durable: tell everyone. Called once per group, in
+    /// commit order, one call at a time: on the worker thread, or for a store that syncs apart
+    /// (`LogSyncing`) on its sync thread while the worker decides later groups, so it must not
+    /// touch what `prepare` and `finish` own.
     func publish(_ group: Group)
 }
 
@@ -25,16 +26,16 @@ public protocol GroupCommitClient: AnyObject {
 /// transaction. Whatever arrives while a commit is in flight goes into the next one, so under
 /// load many requests share one fsync (the technique of PostgreSQL's and SQLite's WAL users).
 ///
-/// With a store that can defer its sync (`LogSyncing`), the fsync runs on a second thread:
-/// the worker writes a group, hands the sync over and goes on deciding and writing the next
-/// groups while the disk works; when the sync returns, every group written before it began is
-/// published, in order. One sync is in flight at a time and covers everything written before
-/// it, so a slow disk makes groups bigger, never the worker idle.
+/// With a store that can defer its sync (`LogSyncing`), a second thread syncs and publishes:
+/// the worker writes a group, hands it over and goes on deciding and writing the next groups
+/// while the disk works; the sync thread takes every group handed over since its last turn,
+/// makes them durable with one sync, then publishes them in order. So a slow disk makes the
+/// groups per sync more, never the worker idle, and nobody hears of a group before its sync.
 ///
 /// A `.commitFailed` error (at COMMIT or at the sync) stops the process through `fatal`: the
 /// fate of those transactions is unknown, and only a restart reading the file can tell what is
 /// durable. Nobody has been told about them.
-public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue`, `stopping`, `syncDone` are guarded by `wake`, `syncAsked`/`syncQuit` by `syncWake`; store, client and the group lists are touched only by the worker thread
+public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue`/`stopping` are guarded by `wake`, `handed`/`syncQuit` by `syncWake`; the worker thread alone calls prepare/finish and the store, publish runs on one thread at a time (see GroupCommitClient)
     private let store: RideStore
     private let deferring: LogSyncing?
     private let client: Client
@@ -43,16 +44,13 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
     private let wake = NSCondition()
     private var queue: [Client.Job] = []
     private var stopping = false
-    private var syncDone: Result<Void, StoreError>?
     private let syncWake = NSCondition()
-    private var syncAsked = false
+    /// Groups the worker settled and the sync thread has not taken yet, in commit order, each
+    /// with whether it wrote anything (a group that wrote nothing needs no sync of its own).
+    private var handed: [(group: Client.Group, wrote: Bool)] = []
     private var syncQuit = false
     private let syncStopped = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
-    /// Written groups no sync has begun for, and those the sync in flight covers.
-    private var written: [Client.Group] = []
-    private var syncing: [Client.Group] = []
-    private var syncInFlight = false
     /// Most jobs in one group: bounds one commit's duration (and so every reply's wait).
     public let maxGroup: Int
 
@@ -115,38 +113,11 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         stopped.wait()
     }
 
-    private func run() {
-        while true {
-            wake.lock()
-            while queue.isEmpty && syncDone == nil && !(stopping && !syncInFlight) { wake.wait() }
-            let jobs = takeLocked()
-            let done = syncDone
-            syncDone = nil
-            let quit = stopping && jobs.isEmpty && !syncInFlight && written.isEmpty
-            wake.unlock()
-            if let done {
-                syncInFlight = false
-                if case .failure(let e) = done {
-                    fatal(e)
-                    return
-                }
-                for group in syncing { client.publish(group) }
-                syncing.removeAll()
-            }
-            if quit { break }
-            if !jobs.isEmpty, !commitGroup(jobs) { return }
-            if !syncInFlight && !written.isEmpty { beginSync() }
-        }
-        syncWake.lock()
-        syncQuit = true
-        syncWake.signal()
-        syncWake.unlock()
-        syncStopped.wait()
-        store.close()
-        stopped.signal()
-    }
-
-    private func takeLocked() -> [Client.Job] {
+    private func take() -> [Client.Job]? {
+        wake.lock()
+        defer { wake.unlock() }
+        while queue.isEmpty && !stopping { wake.wait() }
+        if queue.isEmpty { return nil }
         if queue.count <= maxGroup {
             let jobs = queue
             queue.removeAll(keepingCapacity: true)
@@ -157,11 +128,24 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         return jobs
     }
 
+    private func run() {
+        while let jobs = take() {
+            guard commitGroup(jobs) else { return }
+        }
+        syncWake.lock()
+        syncQuit = true
+        syncWake.signal()
+        syncWake.unlock()
+        syncStopped.wait()
+        store.close()
+        stopped.signal()
+    }
+
     /// Decides and writes one group; false when the process must stop (fate unknown).
     private func commitGroup(_ jobs: [Client.Job]) -> Bool {
         let batch = client.prepare(jobs, store: store)
         guard !batch.isEmpty else {
-            hold(client.finish(.success([]), store: store), written: false)
+            settled(client.finish(.success([]), store: store), wrote: false)
             return true
         }
         faults.beforeCommit()
@@ -171,34 +155,24 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             if let deferring { results = try deferring.commitUnsynced(batch) } else { results = try store.commit(batch) }
             commits.add(1, ordering: .relaxed)
             writes.add(batch.count, ordering: .relaxed)
-            hold(client.finish(.success(results), store: store), written: deferring != nil)
+            settled(client.finish(.success(results), store: store), wrote: true)
         } catch {
             if error.kind == .commitFailed {
                 fatal(error)
                 return false
             }
-            hold(client.finish(.failure(error), store: store), written: false)
+            settled(client.finish(.failure(error), store: store), wrote: false)
         }
         return true
     }
 
-    /// Publishes at once what needs no sync and has nothing unpublished before it; everything
-    /// else waits its turn behind the next sync (a group that read a not yet durable reply
-    /// must not be answered before the group that wrote it).
-    private func hold(_ group: Client.Group, written needsSync: Bool) {
-        if !needsSync && written.isEmpty && syncing.isEmpty {
-            client.publish(group)
-        } else {
-            written.append(group)
-        }
-    }
-
-    private func beginSync() {
-        syncing = written
-        written.removeAll()
-        syncInFlight = true
+    /// Publishes at once when the commit was already durable; else hands the group to the sync
+    /// thread, in order behind every group before it (one that wrote nothing may still have read
+    /// a reply that is not durable yet).
+    private func settled(_ group: Client.Group, wrote: Bool) {
+        guard deferring != nil else { return client.publish(group) }
         syncWake.lock()
-        syncAsked = true
+        handed.append((group, wrote))
         syncWake.signal()
         syncWake.unlock()
     }
@@ -206,25 +180,23 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
     private func syncLoop(_ sync: @Sendable () throws(StoreError) -> Void) {
         while true {
             syncWake.lock()
-            while !syncAsked && !syncQuit { syncWake.wait() }
-            let asked = syncAsked
-            syncAsked = false
+            while handed.isEmpty && !syncQuit { syncWake.wait() }
+            let groups = handed
+            handed.removeAll(keepingCapacity: true)
             syncWake.unlock()
-            guard asked else { break }
-            faults.beforeSync()
-            let result: Result<Void, StoreError>
-            do throws(StoreError) {
-                if faults.syncFails() { throw StoreError(.commitFailed, "injected fsync error (RIDEPUSH_TEST_FAIL_SYNCS_WHILE)") }
-                try sync()
-                syncs.add(1, ordering: .relaxed)
-                result = .success(())
-            } catch {
-                result = .failure(error)
+            if groups.isEmpty { break }
+            if groups.contains(where: \.wrote) {
+                faults.beforeSync()
+                do throws(StoreError) {
+                    if faults.syncFails() { throw StoreError(.commitFailed, "injected fsync error (RIDEPUSH_TEST_FAIL_SYNCS_WHILE)") }
+                    try sync()
+                    syncs.add(1, ordering: .relaxed)
+                } catch {
+                    fatal(error)
+                    return
+                }
             }
-            wake.lock()
-            syncDone = result
-            wake.signal()
-            wake.unlock()
+            for g in groups { client.publish(g.group) }
         }
         syncStopped.signal()
     }
