@@ -117,12 +117,8 @@ final class StoreWorkerTests: XCTestCase {
     func testAFailedCommitIsReportedAndAnUnknownOneIsFatal() throws {
         let store = GatedStore()
         let client = Starter()
-        let fatal = DispatchSemaphore(value: 0)
-        let fatalKind = Mutex<StoreError.Kind?>(nil)
-        let worker = StoreWorker(store: store, client: client) { e in
-            fatalKind.withLock { $0 = e.kind }
-            fatal.signal()
-        }
+        let fatal = FatalProbe()
+        let worker = StoreWorker(store: store, client: client, fatal: fatal.record)
         worker.start()
         store.failWith = StoreError(.unavailable, "disk full")
         worker.submit("a")
@@ -132,8 +128,8 @@ final class StoreWorkerTests: XCTestCase {
         store.failWith = StoreError(.commitFailed, "fsync: I/O error")
         worker.submit("b")
         store.gate.signal()
-        XCTAssertEqual(fatal.wait(timeout: .now() + 10), .success)
-        XCTAssertEqual(fatalKind.withLock { $0 }, .commitFailed)
+        XCTAssertEqual(fatal.hit.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(fatal.kind.withLock { $0 }, .commitFailed)
         XCTAssertEqual(client.log.withLock { $0 }.count, 1, "no one is answered after a commit of unknown fate")
     }
 
@@ -163,7 +159,7 @@ final class StoreWorkerTests: XCTestCase {
         XCTAssertEqual(client.log.withLock { $0 }, ["a: w", "b,c: ww", "?a=yes"])
         XCTAssertEqual(store.sizes, [1, 2])
         XCTAssertEqual(worker.syncs.load(ordering: .relaxed), 2)
-        // Nothing unsynced: a read-only group is answered at once.
+        // Nothing written since the last sync: a read-only group is published without one.
         worker.submit("?z")
         XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(client.log.withLock { $0.last }, "?z=no")
@@ -174,21 +170,27 @@ final class StoreWorkerTests: XCTestCase {
     func testAFailedSyncIsFatalAndNobodyIsTold() throws {
         let store = DeferringStore()
         let client = Starter()
-        let fatal = DispatchSemaphore(value: 0)
-        let fatalKind = Mutex<StoreError.Kind?>(nil)
-        let worker = StoreWorker(store: store, client: client) { e in
-            fatalKind.withLock { $0 = e.kind }
-            fatal.signal()
-        }
+        let fatal = FatalProbe()
+        let worker = StoreWorker(store: store, client: client, fatal: fatal.record)
         worker.start()
         store.syncFailure.withLock { $0 = StoreError(.commitFailed, "fdatasync: EIO") }
         worker.submit("a")
         XCTAssertEqual(store.syncEntered.wait(timeout: .now() + 10), .success)
         store.syncGate.signal()
-        XCTAssertEqual(fatal.wait(timeout: .now() + 10), .success)
-        XCTAssertEqual(fatalKind.withLock { $0 }, .commitFailed)
+        XCTAssertEqual(fatal.hit.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(fatal.kind.withLock { $0 }, .commitFailed)
         XCTAssertEqual(client.settled.withLock { $0 }, ["a: w"])
         XCTAssertEqual(client.log.withLock { $0 }, [], "a group whose sync failed is told to nobody")
+    }
+
+    /// A `fatal` handler that records the error's kind.
+    final class FatalProbe: Sendable {
+        let hit = DispatchSemaphore(value: 0)
+        let kind = Mutex<StoreError.Kind?>(nil)
+        func record(_ e: StoreError) {
+            kind.withLock { $0 = e.kind }
+            hit.signal()
+        }
     }
 
     /// Bounded poll for state another thread reaches without a signal of its own.
