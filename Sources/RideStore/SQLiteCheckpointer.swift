@@ -41,8 +41,8 @@ final class SQLiteCheckpointer: @unchecked Sendable {  // `pending`/`stopping` a
         db = try SQLiteConnection(path: path)
         do throws(StoreError) {
             try db.exec("PRAGMA busy_timeout = 1000")
-            // Explicit because the writer runs at OFF: a checkpoint at FULL syncs the log before
-            // copying it into the file and the file before the log may restart.
+            // Explicit because the writer runs at NORMAL: a checkpoint syncs the log before copying
+            // it into the file and the file before the log may restart (at NORMAL and above).
             try db.exec("PRAGMA synchronous = FULL")
             // A connection finds the file in WAL mode only once it reads it; until then a
             // checkpoint on it does nothing (and reports -1).

@@ -3,7 +3,8 @@ import RideCore
 
 /// Makes the store's write-ahead log durable from the store worker's sync thread, through a
 /// descriptor of its own: fsync works on the file, not the descriptor, so one `fdatasync`
-/// covers every frame the writer connection (at `synchronous = OFF`) wrote before the call.
+/// covers every frame the writer connection (at `synchronous = NORMAL`, which does not sync
+/// at COMMIT) wrote before the call.
 ///
 /// SQLite deletes the log only when the last connection to the file closes, which this
 /// store's connections do only at close; a descriptor left on a deleted log would still sync

@@ -4,12 +4,12 @@ import RideCore
 /// The embedded default store: one SQLite file in WAL mode. Every `commit` is one
 /// `BEGIN IMMEDIATE … COMMIT` (one fsync for the whole batch) that is on disk when it returns.
 ///
-/// The writer connection runs at `synchronous = OFF` and the log's fsync is done by
-/// `logSync` (the store worker's sync thread, while the writer goes on) or by `commit` itself.
-/// That is as safe as `FULL` for what anyone was told, because nobody is told before that
-/// sync returns, and the file cannot tear: the checkpoints that copy the log into the file,
-/// the helper's and the writer's own, run at `FULL`, which syncs the log before copying and
-/// the file before the log may restart.
+/// The writer connection runs at `synchronous = NORMAL`, which in WAL mode syncs the log only
+/// when a checkpoint copies it into the file (the log first, then the file) and when the log
+/// restarts (its new header, before any frame), never at COMMIT; the log's fsync at COMMIT is
+/// done by `logSync` (the store worker's sync thread, while the writer goes on) or by
+/// `commit` itself. That keeps `FULL`'s promise for what anyone was told, because nobody is
+/// told before that sync returns, and NORMAL's ordering keeps the file from tearing.
 public final class SQLiteStore: LogSyncing {
     public let path: String
     /// Internal so tests can poke at the file (e.g. cap its size to provoke SQLITE_FULL).
@@ -33,7 +33,7 @@ public final class SQLiteStore: LogSyncing {
             try configureAndMigrate()
             try startCheckpointer()
             syncer = try SQLiteLogSync(logPath: path + "-wal")
-            try db.exec("PRAGMA synchronous = OFF")
+            try db.exec("PRAGMA synchronous = NORMAL")
         } catch {
             syncer?.close()
             checkpointer?.stop()
@@ -48,9 +48,6 @@ public final class SQLiteStore: LogSyncing {
     public func close() {
         checkpointer?.stop()
         checkpointer = nil
-        // The last connection to close checkpoints the log into the file and deletes it: at
-        // OFF that copy would not be synced before the log is gone.
-        if db.isOpen { try? db.exec("PRAGMA synchronous = FULL") }
         syncer?.close()
         syncer = nil
         db.close()
@@ -72,13 +69,11 @@ public final class SQLiteStore: LogSyncing {
         helper.start()
     }
 
-    /// The writer's own checkpoint, at FULL for its duration (see the type's comment). A failed
-    /// copy loses nothing: the frames stay in the log, and a later commit asks again.
+    /// The writer's own checkpoint, after its COMMIT rather than inside SQLite's commit hook.
+    /// A failed copy loses nothing: the frames stay in the log, and a later commit asks again.
     private func checkpointAsWriter() {
         writerCheckpointDue = false
-        guard let helper = checkpointer, (try? db.exec("PRAGMA synchronous = FULL")) != nil else { return }
-        if (try? db.checkpoint()) != nil { helper.writerFinished() }
-        try? db.exec("PRAGMA synchronous = OFF")
+        if let helper = checkpointer, (try? db.checkpoint()) != nil { helper.writerFinished() }
     }
 
     public var logSync: @Sendable () throws(StoreError) -> Void {
