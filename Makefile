@@ -117,16 +117,20 @@ bench: release
 bench-cluster: release deps-test venv
 	RIDEPUSH_BIN=$(CURDIR)/.build/release/ridepush $(PY) tests/measure_cluster.py $${ONLY:+--only $$ONLY}
 
-# ThreadSanitizer: the Swift tests and the integration protocol, scale and overload tests
+# ThreadSanitizer: the Swift tests and the integration protocol, scale, overload and core tests
 # against a -sanitize=thread build (its own build directory). TSan reports go to
-# $(OUT)/tsan/ (log_path); the target fails if any report names RidePush code. Test
-# failures under TSan's 5-15x slowdown (timing bounds) do not fail it; races do.
+# $(OUT)/tsan/ (log_path: unit.<pid> from the Swift tests, report.<pid> from servers); the
+# target fails if any report names RidePush code, and if a Swift test fails (a report there
+# also makes the test process exit 66). Integration failures under TSan's 5-15x slowdown
+# (timing bounds) do not fail it; races do.
 TSAN_BUILD := .build-tsan
+TSAN_OPTS := halt_on_error=0 second_deadlock_stack=1
 tsan: deps venv
 	$(SWIFT) build --build-path $(TSAN_BUILD) -Xswiftc -sanitize=thread
-	$(SWIFT) test --build-path $(TSAN_BUILD) -Xswiftc -sanitize=thread
 	rm -rf $(OUT)/tsan && mkdir -p $(OUT)/tsan
-	TSAN_OPTIONS="log_path=$(CURDIR)/$(OUT)/tsan/report halt_on_error=0 second_deadlock_stack=1" \
+	TSAN_OPTIONS="log_path=$(CURDIR)/$(OUT)/tsan/unit $(TSAN_OPTS)" $(SWIFT) test --build-path $(TSAN_BUILD) \
+	  -Xswiftc -sanitize=thread || { bash scripts/tsan-summary.sh $(OUT)/tsan; exit 1; }
+	TSAN_OPTIONS="log_path=$(CURDIR)/$(OUT)/tsan/report $(TSAN_OPTS)" \
 	  RIDEPUSH_BIN=$(CURDIR)/$(TSAN_BUILD)/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
 	  $(PY) -m pytest -q tests/test_protocol.py tests/test_scale.py tests/test_overload.py tests/test_core.py || true
 	@bash scripts/tsan-summary.sh $(OUT)/tsan

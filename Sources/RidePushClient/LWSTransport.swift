@@ -1,7 +1,7 @@
 #if !canImport(Darwin)
 import CLibWebSockets
 import Foundation
-import Synchronization
+import RideCore
 
 /// libwebsockets' client as a transport. Every connection of the process shares one lws
 /// context on one thread of its own (`LWSClientLoop`), so a thousand feeds cost one thread.
@@ -50,7 +50,7 @@ final class LWSClientLoop: @unchecked Sendable {
 
     static let shared = LWSClientLoop()
 
-    private let mailbox = Mutex<[Command]>([])
+    private let mailbox = Locked<[Command]>([])  // not Mutex: ThreadSanitizer sees pthread locks only
     // Set once in init, then used only by the loop thread and lws_cancel_service.
     private var context: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>

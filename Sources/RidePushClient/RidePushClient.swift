@@ -2,7 +2,6 @@ import Dispatch
 import Foundation
 import RideCore
 import RideProtocol
-import Synchronization
 
 /// A ride.v1 client for devices and apps: live ride feeds that reconnect by themselves and
 /// requests that are safe to retry.
@@ -164,11 +163,11 @@ public struct RideFeed: AsyncSequence, Sendable {
 }
 
 final class RequestHandle: Sendable {
-    let state = Mutex<(id: String?, cancelled: Bool)>((nil, false))
+    let state = Locked<(id: String?, cancelled: Bool)>((nil, false))  // not Mutex: TSan sees pthread locks only
 }
 
 final class LatestBox: Sendable {
-    let value = Mutex<RideSnapshot?>(nil)
+    let value = Locked<RideSnapshot?>(nil)  // not Mutex: TSan sees pthread locks only
 }
 
 struct FeedSink {

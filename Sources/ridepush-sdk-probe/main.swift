@@ -2,7 +2,6 @@ import Foundation
 import RideCore
 import RideProtocol
 import RidePushClient
-import Synchronization
 
 // A client of the SDK for tests/test_sdk.py, one JSON object per output line.
 //   ridepush-sdk-probe watch URL RIDE [SECONDS]      every event of one feed
@@ -93,7 +92,7 @@ case "many":
     guard args.count == 6, let n = Int(args[4]), let ticks = Int(args[5]), n > 0, n <= 5000 else { exit(2) }
     let before = procStatus()
     emit([("kind", "baseline"), ("rss_kb", "\(before.rssKB)"), ("threads", "\(before.threads)")])
-    let reached = Mutex(0)
+    let reached = Locked(0)  // not Mutex: TSan sees pthread locks only
     let started = Date()
     var clients: [RidePushClient] = []
     for i in 0..<n {
