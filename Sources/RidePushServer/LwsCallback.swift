@@ -95,7 +95,7 @@ extension Shard {
     }
 
     func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
-        for sub in s.subscriptions { detach(sub) }
+        for sub in s.subscriptions { detach(s, sub) }
         s.subscriptions.removeAll()
         dropOpsWatcher(s)
         sessions[s.serial] = nil
@@ -106,15 +106,22 @@ extension Shard {
         Unmanaged.passUnretained(s).release()
     }
 
-    func detach(_ sub: Subscription) {
-        let slot = sub.live.slot(index)
-        if let i = slot.subscribers.firstIndex(where: { $0 === sub }) {
-            slot.subscribers.swapAt(i, slot.subscribers.count - 1)
-            slot.subscribers.removeLast()
-            sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
-            hub.metrics.add(hub.metrics.subscribers, -1)
-        }
+    /// Takes `s` out of its slot of `sub.live` (the caller removes it from the session's list).
+    func detach(_ s: Session, _ sub: Subscription) {
         supersedeTick(sub)
+        let slot = sub.live.slot(index)
+        let i = Int(sub.index)
+        let last = slot.pointee.subscribers.count - 1
+        if i != last {
+            slot.pointee.subscribers.swapAt(i, last)
+            // The one moved into its place is found there by its own session from now on.
+            slot.pointee.subscribers[i].session.subscriptions.moved(sub.live, to: sub.index)
+        }
+        slot.pointee.subscribers.removeLast()
+        // Most rides lose their last watcher and end: hold no buffer for them.
+        if slot.pointee.subscribers.isEmpty { slot.pointee.subscribers = [] }
+        sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
+        hub.metrics.add(hub.metrics.subscribers, -1)
     }
 
     /// Collects a message's fragments; a message over the frame limit is skipped to its end

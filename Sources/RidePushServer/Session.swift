@@ -70,6 +70,10 @@ final class Session {
         subscriptions.first { $0.live.id == ride }
     }
 
+    func subscription(to live: LiveRide) -> Subscription? {
+        subscriptions.first { $0.live === live }
+    }
+
     func close(code: UInt16, reason: String) {
         guard closing == nil else { return }
         closing = (code, reason)
@@ -103,14 +107,30 @@ struct SubscriptionList: Sequence {
         }
     }
 
-    mutating func remove(_ sub: Subscription) {
+    /// Removes the subscription to `live`, if there is one.
+    mutating func remove(_ live: LiveRide) {
         switch storage {
         case .none: return
-        case .one(let only): if only === sub { storage = .none }
+        case .one(let only): if only.live === live { storage = .none }
         case .many(var all):
             storage = .none
-            all.removeAll { $0 === sub }
+            all.removeAll { $0.live === live }
             storage = all.count == 1 ? .one(all[0]) : all.isEmpty ? .none : .many(all)
+        }
+    }
+
+    /// The subscription to `live` is now at `index` of its slot (another left the slot).
+    mutating func moved(_ live: LiveRide, to index: Int32) {
+        switch storage {
+        case .none: return
+        case .one(var only):
+            guard only.live === live else { return }
+            only.index = index
+            storage = .one(only)
+        case .many(var all):
+            storage = .none
+            if let i = all.firstIndex(where: { $0.live === live }) { all[i].index = index }
+            storage = .many(all)
         }
     }
 
@@ -138,31 +158,37 @@ struct SubscriptionList: Sequence {
     }
 }
 
-/// A session watching a ride. Lives in the session's list and in its ride's shard slot.
-final class Subscription {
+/// A session watching a ride, as the session holds it: the ride, and where the session is
+/// in the ride's subscribers on this thread (`RideSlot.subscribers`).
+struct Subscription {
     let live: LiveRide
-    /// Unowned(unsafe): the session removes its subscriptions when it closes, and this is read
-    /// for every subscriber on every tick.
-    unowned(unsafe) let session: Session
-    /// This ride's latest tick is waiting to be written (the frame itself is the slot's).
-    var pending = false
-    /// When a tick of this ride last became pending (monotonic ms): the slow-consumer clock
-    /// starts there, not when the connection last had nothing to send (a quiet connection
-    /// would otherwise be "slow" at its first coalesced tick).
-    var pendingSince: Int64 = 0
-
-    /// A tick becomes pending at `now`.
-    func tickPending(_ now: Int64) {
-        pending = true
-        pendingSince = now
-    }
-
-    /// Whether the tick waiting here has waited longer than `lag` ms.
-    func overdue(_ now: Int64, lag: Int64) -> Bool { pending && now - pendingSince > lag }
-
-    init(live: LiveRide, session: Session) {
-        self.live = live
-        self.session = session
-    }
+    var index: Int32
 }
 
+/// A session watching a ride, as the ride's slot on this thread holds it: what the fan-out
+/// reads for every subscriber on every tick, contiguous and without reference counting (no
+/// object of its own between the ride and the session).
+struct Subscriber {
+    /// Unowned(unsafe): the session leaves every slot when it closes (Shard.closed).
+    unowned(unsafe) let session: Session
+    /// When this ride's latest tick became pending (monotonic ms), `notPending` while none
+    /// waits (the frame itself is the slot's). The slow-consumer clock starts there, not when
+    /// the connection last had nothing to send (a quiet connection would otherwise be "slow"
+    /// at its first coalesced tick).
+    private var since: Int64 = Subscriber.notPending
+    private static let notPending = Int64.min
+
+    init(session: Session) { self.session = session }
+
+    /// This ride's latest tick is waiting to be written.
+    var pending: Bool {
+        get { since != Self.notPending }
+        set { if !newValue { since = Self.notPending } }
+    }
+
+    /// A tick becomes pending at `now`.
+    mutating func tickPending(_ now: Int64) { since = now }
+
+    /// Whether the tick waiting here has waited longer than `lag` ms.
+    func overdue(_ now: Int64, lag: Int64) -> Bool { pending && now - since > lag }
+}
