@@ -68,7 +68,7 @@ struct TickBatch: Sendable {
     /// Every ticking ride's encoded tick, back to back, without LWS_PRE room: one buffer a tick
     /// instead of one 240-byte array per ride (writes copy a tick into the thread's staging
     /// buffer first anyway). Immutable once built.
-    let frames: [UInt8]
+    let frames: TickMemory
     /// Each ticking ride and where its tick ends in `frames` (it starts where the one before ends).
     let ends: [(live: LiveRide, end: Int32)]
 
@@ -79,7 +79,8 @@ struct TickBatch: Sendable {
     /// while a subscriber waits for it.
     func frame(_ k: Int, pre: Int) -> [UInt8] {
         var f = [UInt8](repeating: 0, count: pre)
-        f.append(contentsOf: frames[range(k)])
+        let r = range(k)
+        f.append(contentsOf: UnsafeBufferPointer(start: frames.base + r.lowerBound, count: r.count))
         return f
     }
 

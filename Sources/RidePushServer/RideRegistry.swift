@@ -147,8 +147,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         view.withLock { v in
             var pushes: [(LiveRide, [UInt8])] = []
             var ends: [StoreJob] = []
-            var frames: [UInt8] = []
-            frames.reserveCapacity(v.tickBytes + v.tickBytes / 16)
+            let frames = TickMemory(reserving: v.tickBytes + v.tickBytes / 16)
             var tickEnds: [(live: LiveRide, end: Int32)] = []
             tickEnds.reserveCapacity(v.live.count)
             var f: [UInt8] = []
@@ -173,7 +172,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
                     }
                 }
                 ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0)
-                frames.append(contentsOf: f)
+                frames.append(f)
                 tickEnds.append((live, Int32(frames.count)))
             }
             v.tickBytes = frames.count

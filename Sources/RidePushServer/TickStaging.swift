@@ -22,7 +22,7 @@ extension Shard {
             stagingSize = (pre + r.count) * 2
             staging = .allocate(capacity: stagingSize)
         }
-        batch.frames.withUnsafeBufferPointer { (staging + pre).update(from: $0.baseAddress! + r.lowerBound, count: r.count) }
+        (staging + pre).update(from: batch.frames.base + r.lowerBound, count: r.count)
         return r.count
     }
 
