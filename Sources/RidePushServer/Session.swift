@@ -171,8 +171,9 @@ struct Subscription {
 /// reads for every subscriber on every tick, contiguous and without reference counting (no
 /// object of its own between the ride and the session).
 struct Subscriber {
-    /// Unowned(unsafe): the session leaves every slot when it closes (Shard.closed).
-    unowned(unsafe) let session: Session
+    /// Unretained: the session leaves every slot when it closes (Shard.closed).
+    let ref: Unmanaged<Session>
+    var session: Session { ref.takeUnretainedValue() }
     /// When this ride's latest tick became pending (monotonic ms), `notPending` while none
     /// waits (the frame itself is the slot's). The slow-consumer clock starts there, not when
     /// the connection last had nothing to send (a quiet connection would otherwise be "slow"
@@ -180,7 +181,7 @@ struct Subscriber {
     private var since: Int64 = Subscriber.notPending
     private static let notPending = Int64.min
 
-    init(session: Session) { self.session = session }
+    init(session: Session) { ref = .passUnretained(session) }
 
     /// This ride's latest tick is waiting to be written.
     var pending: Bool {
