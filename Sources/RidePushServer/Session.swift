@@ -28,11 +28,18 @@ final class Session {
     var echo: EchoQueue?
     /// Close code and reason once we decided to close.
     var closing: (code: UInt16, reason: String)?
-    /// Keepalive (monotonic ms): when the peer last sent anything, and whether our ping is
-    /// waiting to be written or answered.
-    var lastHeard: Int64
-    /// When a tick was last written to it (monotonic ms): ticks are traffic too.
-    var lastTick: Int64 = 0
+    /// Keepalive (monotonic ms): the later of when the peer last sent anything and when a tick
+    /// was last written to it (ticks are traffic too). One field for both: the sweep only ever
+    /// asked for the later of two, and 8 bytes kept the session in a 240-byte heap block.
+    private(set) var lastTraffic: Int64
+    var lastHeard: Int64 {
+        get { lastTraffic }
+        set { lastTraffic = max(lastTraffic, newValue) }
+    }
+    var lastTick: Int64 {
+        get { lastTraffic }
+        set { lastTraffic = max(lastTraffic, newValue) }
+    }
     var subscriptions = SubscriptionList()
     var rxTooLarge = false
     var pingDue = false
@@ -48,7 +55,7 @@ final class Session {
         self.serial = serial
         conn = Connection(pre: Int(clws_pre()))
         connectedAt = coarseMillis()
-        lastHeard = connectedAt
+        lastTraffic = connectedAt
     }
 
     var hasOutbox: Bool { outboxHead < outbox.count }

@@ -251,7 +251,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                 hub.metrics.control("invalid", "incomplete")
                 closeHard(s, code: 1008, reason: "message not completed within \(hub.config.handshakeTimeout) s")
             }
-            let idle = now - max(s.lastHeard, s.lastTick)
+            let idle = now - s.lastTraffic
             if idle >= full {
                 lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             } else if idle >= full / 2, !s.pingSent {
