@@ -66,7 +66,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         protocols[0] = lws_protocols()
         protocols[0].name = UnsafePointer(strdup("ride.v1"))
         protocols[0].callback = rideProtocolCallback
-        protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
+        // None: the session is the wsi's opaque user data (Shard.session).
+        protocols[0].per_session_data_size = 0
         // Bytes lws holds per connection (its rx buffer, allocated at the upgrade): longer messages
         // arrive in pieces. 128 is the least that still holds a whole control frame (125 bytes of
         // ping or close payload plus its header), which lws does not split.
