@@ -13,7 +13,9 @@
 # and the floor, built out of ../shared/bench into /tmp/ridepush-bench (never copied here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=19000 D=15 P=1 T="" K=1 CT=60 SERVERS="reference floor ridepush" SHARED=${SHARED:-../shared/bench}
+N=19000 D=15 P=1 T="" K=1 CT=60 SERVERS="reference floor ridepush"
+# ../shared/bench from the main checkout, ../../shared/bench from a worktree under wt/.
+SHARED=${SHARED:-$( [ -d ../shared/bench ] && echo ../shared/bench || echo ../../shared/bench )}
 EXTRA=()
 while getopts "n:d:p:t:k:T:s:x:" o; do
   case $o in

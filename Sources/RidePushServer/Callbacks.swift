@@ -14,7 +14,7 @@ func shard(of wsi: OpaquePointer?) -> Shard? {
 func rideProtocolCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                           _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
     guard let wsi, let shard = shard(of: wsi) else { return 0 }
-    if reason == LWS_CALLBACK_RECEIVE || reason == LWS_CALLBACK_RECEIVE_PONG, let s = shard.session(user) {
+    if reason == LWS_CALLBACK_RECEIVE || reason == LWS_CALLBACK_RECEIVE_PONG, let s = shard.session(wsi) {
         shard.heard(s)
         if reason == LWS_CALLBACK_RECEIVE_PONG { return 0 }
     }

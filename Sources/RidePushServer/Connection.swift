@@ -56,8 +56,12 @@ struct Connection {
     private var accessBox: AccessBox?
     /// The token's `exp` (Unix seconds; .max without one), checked by the once-a-second sweep.
     private(set) var tokenExp: Int64 = .max
-    /// Rides this connection is subscribed to, in the order it subscribed.
-    private(set) var subscribed: [String] = []
+    /// Rides this connection is subscribed to, in the order it subscribed (kept compactly).
+    private(set) var subscribed: [String] {
+        get { rideIDs.array }
+        set { rideIDs = RideIDs(newValue) }
+    }
+    private var rideIDs = RideIDs()
     private(set) var inFlight = 0
     private(set) var readingPaused = false
     private(set) var closing = false

@@ -66,7 +66,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         protocols[0] = lws_protocols()
         protocols[0].name = UnsafePointer(strdup("ride.v1"))
         protocols[0].callback = rideProtocolCallback
-        protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer?>.size
+        // None: the session is the wsi's opaque user data (Shard.session).
+        protocols[0].per_session_data_size = 0
         // Bytes lws holds per connection (its rx buffer, allocated at the upgrade): longer messages
         // arrive in pieces. 128 is the least that still holds a whole control frame (125 bytes of
         // ping or close payload plus its header), which lws does not split.
@@ -120,7 +121,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             } catch {
                 throw ServerError("cannot load rides: \(error.message)")
             }
-            let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster) {
+            // The memory store's own lookup is as cheap as the cache, which would hold a second
+            // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
+            let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
+                                               recentReplies: store is MemoryStore ? 0 : 8192) {
                 [unowned self] i, events in shards[i].post(events)
             }
             storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in

@@ -13,10 +13,10 @@ extension Shard {
                "lws context \(index) called back on service thread \(ServiceThread.current)")
         switch reason {
         case LWS_CALLBACK_SERVER_WRITEABLE:
-            guard let s = session(user) else { return 0 }
+            guard let s = session(wsi) else { return 0 }
             return writable(s)
         case LWS_CALLBACK_RECEIVE:
-            guard let s = session(user) else { return 0 }
+            guard let s = session(wsi) else { return 0 }
             receive(s, wsi, input, len)
             return 0
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -25,10 +25,10 @@ extension Shard {
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             return filterUpgrade(wsi)
         case LWS_CALLBACK_ESTABLISHED:
-            established(wsi, user)
+            established(wsi)
             return 0
         case LWS_CALLBACK_CLOSED:
-            if let s = session(user) { closed(s, user) }
+            if let s = session(wsi) { closed(s, wsi) }
             return 0
         case LWS_CALLBACK_HTTP:
             return http(wsi, input, len)
@@ -48,8 +48,11 @@ extension Shard {
         }
     }
 
-    func session(_ user: UnsafeMutableRawPointer?) -> Session? {
-        guard let p = user?.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+    /// The connection's session, kept in lws's opaque user data rather than in per-session
+    /// data: lws allocates per-session data on its own (8 bytes, a 32-byte heap block per
+    /// connection); the opaque pointer is a field of the wsi itself.
+    func session(_ wsi: OpaquePointer) -> Session? {
+        guard let p = lws_get_opaque_user_data(wsi) else { return nil }
         return Unmanaged<Session>.fromOpaque(p).takeUnretainedValue()
     }
 
@@ -80,13 +83,13 @@ extension Shard {
         return 0
     }
 
-    func established(_ wsi: OpaquePointer, _ user: UnsafeMutableRawPointer?) {
+    func established(_ wsi: OpaquePointer) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
         nextSerial += 1
         let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial)
         s.writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
         if pending?.echo == true, let limit = hub.config.wsEcho { s.echo = EchoQueue(limit: limit) }
-        user?.storeBytes(of: Unmanaged.passRetained(s).toOpaque(), as: UnsafeMutableRawPointer?.self)
+        lws_set_opaque_user_data(wsi, Unmanaged.passRetained(s).toOpaque())
         sessions[s.serial] = s
         hub.metrics.add(hub.metrics.connections)
         connectionCount.wrappingAdd(1, ordering: .relaxed)
@@ -94,27 +97,34 @@ extension Shard {
         if let token = pending?.token { perform(s, s.conn.upgradeToken(token, hub)) }
     }
 
-    func closed(_ s: Session, _ user: UnsafeMutableRawPointer?) {
-        for sub in s.subscriptions { detach(sub) }
+    func closed(_ s: Session, _ wsi: OpaquePointer) {
+        for sub in s.subscriptions { detach(s, sub) }
         s.subscriptions.removeAll()
         dropOpsWatcher(s)
         sessions[s.serial] = nil
         hub.release(s.peer)
         hub.metrics.add(hub.metrics.connections, -1)
         connectionCount.wrappingAdd(-1, ordering: .relaxed)
-        user?.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+        lws_set_opaque_user_data(wsi, nil)
         Unmanaged.passUnretained(s).release()
     }
 
-    func detach(_ sub: Subscription) {
-        let slot = sub.live.slot(index)
-        if let i = slot.subscribers.firstIndex(where: { $0 === sub }) {
-            slot.subscribers.swapAt(i, slot.subscribers.count - 1)
-            slot.subscribers.removeLast()
-            sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
-            hub.metrics.add(hub.metrics.subscribers, -1)
-        }
+    /// Takes `s` out of its slot of `sub.live` (the caller removes it from the session's list).
+    func detach(_ s: Session, _ sub: Subscription) {
         supersedeTick(sub)
+        let slot = sub.live.slot(index)
+        let i = Int(sub.index)
+        let last = slot.pointee.subscribers.count - 1
+        if i != last {
+            slot.pointee.subscribers.swapAt(i, last)
+            // The one moved into its place is found there by its own session from now on.
+            slot.pointee.subscribers[i].session.subscriptions.moved(sub.live, to: sub.index)
+        }
+        slot.pointee.subscribers.removeLast()
+        // Most rides lose their last watcher and end: hold no buffer for them.
+        if slot.pointee.subscribers.isEmpty { slot.pointee.subscribers = [] }
+        sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
+        hub.metrics.add(hub.metrics.subscribers, -1)
     }
 
     /// Collects a message's fragments; a message over the frame limit is skipped to its end

@@ -16,6 +16,8 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         var live: [LiveRide] = []
         /// Ended rides, oldest first, so memory stays bounded (the store keeps them all).
         var endedOrder: [String] = []
+        /// The last tick's encoded size: the next one reserves that much once.
+        var tickBytes = 0
     }
 
     let plans: [String: FarePlan]
@@ -145,8 +147,11 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         view.withLock { v in
             var pushes: [(LiveRide, [UInt8])] = []
             var ends: [StoreJob] = []
-            var frames: [(live: LiveRide, frame: [UInt8])] = []
-            frames.reserveCapacity(v.live.count)
+            let frames = TickMemory(reserving: v.tickBytes + v.tickBytes / 16)
+            var tickEnds: [(live: LiveRide, end: Int32)] = []
+            tickEnds.reserveCapacity(v.live.count)
+            var f: [UInt8] = []
+            f.reserveCapacity(256)
             for live in v.live {
                 if live.autoEndQueued { continue }
                 if live.ride.dueAutoEnd(at: at, maxPauseSeconds: live.plan.maxPauseSeconds) != nil {
@@ -166,12 +171,12 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
                         break
                     }
                 }
-                var f: [UInt8] = []
-                f.reserveCapacity(pre + 192)
-                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: pre)
-                frames.append((live, f))
+                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0)
+                frames.append(f)
+                tickEnds.append((live, Int32(frames.count)))
             }
-            let batch = TickBatch(seq: seq, at: at, rides: frames)
+            v.tickBytes = frames.count
+            let batch = TickBatch(seq: seq, at: at, frames: frames, ends: tickEnds)
             post(batch, pushes)
             ops?.tick(seq: seq, at: at, live: v.live, ended: v.rides.count - v.live.count)
             return (batch, pushes, ends)

@@ -23,15 +23,15 @@ extension Shard {
             case .send(let frame): s.enqueue(frame)
             case .submit(let job): hub.registry.submit(job)
             case .subscribe(let live):
-                let sub = Subscription(live: live, session: s)
-                s.subscriptions.append(sub)
-                live.slot(index).subscribers.append(sub)
+                let slot = live.slot(index)
+                s.subscriptions.append(Subscription(live: live, index: Int32(slot.pointee.subscribers.count)))
+                slot.pointee.subscribers.append(Subscriber(session: s))
                 live.subscriberCount.wrappingAdd(1, ordering: .relaxed)
                 hub.metrics.add(hub.metrics.subscribers)
             case .unsubscribe(let ride):
                 guard let sub = s.subscription(for: ride) else { continue }
-                detach(sub)
-                s.subscriptions.remove(sub)
+                detach(s, sub)
+                s.subscriptions.remove(sub.live)
             case .close(let code, let reason): closeHard(s, code: code, reason: reason)
             case .pauseReading: lws_rx_flow_control(s.wsi, 0)
             case .resumeReading: lws_rx_flow_control(s.wsi, 1)

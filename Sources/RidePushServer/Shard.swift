@@ -159,7 +159,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         case .push(let live, let frame, let except): push(live, frame, except: except)
         case .reply(let serial, let frame, let ride):
             guard let s = sessions[serial] else { return }
-            if let ride, let own = s.subscription(for: ride.id) { supersedeTick(own) }
+            if let ride, let own = s.subscription(to: ride) { supersedeTick(own) }
             s.enqueue(frame)
             perform(s, s.conn.answered())
         case .found(let serial, let then, let live, let failure):
@@ -183,33 +183,42 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         let now = coarseMillis()
         tickTime = now
         var coalesced = 0
-        for (live, frame) in batch.rides {
-            let slot = live.slot(index)
-            if slot.subscribers.isEmpty { continue }
+        for k in batch.ends.indices {
+            let slot = batch.ends[k].live.slot(index)
+            if slot.pointee.subscribers.isEmpty { continue }
             var held = false
             var staged = -1
-            for sub in slot.subscribers {
-                let s = sub.session
-                if sub.pending {
-                    held = true
-                    coalesced += 1
-                    if sub.overdue(now, lag: lag), s.closing == nil {
-                        hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-                        // Hard: the socket is choked, so the close frame may never get out either.
-                        closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
+            // In place: the subscribers are plain structs, so walking them retains nothing.
+            slot.pointee.subscribers.withUnsafeMutableBufferPointer { subs in
+                for j in subs.indices {
+                    if subs[j].pending {
+                        let s = subs[j].session
+                        held = true
+                        coalesced += 1
+                        if subs[j].overdue(now, lag: lag), s.closing == nil {
+                            hub.metrics.add(hub.metrics.slowConsumerDisconnects)
+                            // Hard: the socket is choked, so the close frame may never get out either.
+                            closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
+                        }
+                        continue
                     }
-                    continue
+                    // Guaranteed for the call: a strong copy cost a retain and a release per subscriber.
+                    let written = subs[j].ref._withUnsafeGuaranteedRef { s -> Bool in
+                        if s.pendingTicks == 0, s.writesDirectly {
+                            if staged < 0 { staged = stage(batch, k) }
+                            if writeStagedTick(s, staged) { return true }
+                        }
+                        s.pendingTicks += 1
+                        if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
+                        return false
+                    }
+                    if !written {
+                        held = true
+                        subs[j].tickPending(now)
+                    }
                 }
-                if s.pendingTicks == 0, s.writesDirectly {
-                    if staged < 0 { staged = stage(frame) }
-                    if writeStagedTick(s, staged) { continue }
-                }
-                held = true
-                sub.tickPending(now)
-                s.pendingTicks += 1
-                if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
             }
-            slot.frame = held ? frame : nil
+            slot.pointee.frame = held ? batch.frame(k, pre: pre) : nil
         }
         if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
         // Counted locally between ticks: one shared atomic per write would bounce a cache
@@ -242,7 +251,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                 hub.metrics.control("invalid", "incomplete")
                 closeHard(s, code: 1008, reason: "message not completed within \(hub.config.handshakeTimeout) s")
             }
-            let idle = now - max(s.lastHeard, s.lastTick)
+            let idle = now - s.lastTraffic
             if idle >= full {
                 lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             } else if idle >= full / 2, !s.pingSent {
@@ -260,19 +269,24 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     }
 
     func push(_ live: LiveRide, _ frame: [UInt8], except: UInt64?) {
-        for sub in live.slot(index).subscribers where sub.session.serial != except {
-            supersedeTick(sub)
-            sub.session.enqueue(frame)
+        let slot = live.slot(index)
+        for k in slot.pointee.subscribers.indices where slot.pointee.subscribers[k].session.serial != except {
+            supersedeTick(&slot.pointee.subscribers[k])
+            slot.pointee.subscribers[k].session.enqueue(frame)
         }
     }
 
     /// A state message replaces a waiting tick of the same ride: it is newer, and a tick
     /// written after an `ended` state would show the ride riding again.
-    func supersedeTick(_ sub: Subscription) {
+    func supersedeTick(_ sub: inout Subscriber) {
         if sub.pending {
             sub.pending = false
             sub.session.pendingTicks -= 1
         }
+    }
+
+    func supersedeTick(_ sub: Subscription) {
+        supersedeTick(&sub.live.slot(index).pointee.subscribers[Int(sub.index)])
     }
 
     /// Writes one message (lws allows one write per WRITEABLE callback). Returns -1 to close.
@@ -291,10 +305,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                 if writeFleetFrame(s) < 0 { return -1 }
             } else if write(s.wsi, &f) < 0 { return -1 }
         } else if s.pendingTicks > 0 {
-            for sub in s.subscriptions where sub.pending {
-                sub.pending = false
+            for sub in s.subscriptions {
+                let slot = sub.live.slot(index)
+                guard slot.pointee.subscribers[Int(sub.index)].pending else { continue }
+                slot.pointee.subscribers[Int(sub.index)].pending = false
                 s.pendingTicks -= 1
-                guard let frame = sub.live.slot(index).frame else { continue }
+                guard let frame = slot.pointee.frame else { continue }
                 let n = stage(frame)
                 if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n { return -1 }
                 ticksWritten += 1

@@ -20,7 +20,7 @@ final class StoreCoordinator: GroupCommitClient {
     private let pre = Int(clws_pre())
     /// Hands a thread its events (Shard.post): called under the registry's view lock.
     private let deliver: (Int, [ShardEvent]) -> Void
-    private var recent = RecentReplies(capacity: 8192)
+    private var recent: RecentReplies
 
     /// The group being decided: what to do with each job once the commit is known.
     fileprivate enum Step {
@@ -57,8 +57,10 @@ final class StoreCoordinator: GroupCommitClient {
     private var remote: [ClusterCatchUp.Update] = []
     private var clusterFailing = false
 
+    /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
-         deliver: @escaping (Int, [ShardEvent]) -> Void) {
+         recentReplies: Int = 8192, deliver: @escaping (Int, [ShardEvent]) -> Void) {
+        recent = RecentReplies(capacity: recentReplies)
         self.cluster = cluster
         self.book = book
         self.registry = registry

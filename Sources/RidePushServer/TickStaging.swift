@@ -13,6 +13,19 @@ extension Shard {
         return frame.count - pre
     }
 
+    /// Copies ride `k`'s tick of `batch` into the staging buffer (LWS_PRE room in front);
+    /// returns its length.
+    func stage(_ batch: TickBatch, _ k: Int) -> Int {
+        let r = batch.range(k)
+        if pre + r.count > stagingSize {
+            staging.deallocate()
+            stagingSize = (pre + r.count) * 2
+            staging = .allocate(capacity: stagingSize)
+        }
+        (staging + pre).update(from: batch.frames.base + r.lowerBound, count: r.count)
+        return r.count
+    }
+
     /// Writes the staged tick (`n` payload bytes) from the fan-out itself when nothing can be
     /// ahead of it, instead of asking lws for a WRITEABLE callback: that round trip (a POLLOUT
     /// change, a poll() over every socket, a callback, another POLLOUT change) cost more than

@@ -25,8 +25,9 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         lws_sul_cancel(&shard.tickTimer.pointee.sul)
     }
 
-    private func arm(_ shard: Shard) {
-        let delay = schedule.delay(now: hub.clock.now())
+    /// `ahead` µs earlier than the second: see the end of `fire`.
+    private func arm(_ shard: Shard, ahead: Int64 = 0) {
+        let delay = max(0, schedule.delay(now: hub.clock.now()) - ahead)
         lws_sul_schedule(shard.context, 0, &shard.tickTimer.pointee.sul, { sul in
             guard let shard = TimerBox.owner(of: sul, as: Shard.self) else { return }
             shard.hub.ticker.fire(shard)
@@ -34,6 +35,7 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     }
 
     func fire(_ shard: Shard) {
+        let began = monotonicMicros()
         let now = hub.clock.now()
         guard let (seq, at) = schedule.fire(now: now) else {  // woke early: wait for the second
             arm(shard)
@@ -66,10 +68,12 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
             lastPrune = at
             hub.registry.submit(.prune(before: hub.clock.now() - 24 * 3600 * 1000))
         }
-        arm(shard)
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the
-        // next tick N ms late: waking the loop has it work out the wait again from now.
-        lws_cancel_service(shard.context)
+        // next tick N ms late. Armed N ms early, the wait it works out ends at the second. (It
+        // used to wake its own loop instead, to work the wait out again: one more poll() over
+        // every socket each second.) Should anything wake the loop in those N ms, the timer is
+        // ripe, `fire` finds it early and arms again for the rest.
+        arm(shard, ahead: monotonicMicros() - began)
     }
 }

@@ -3,13 +3,40 @@ import RideCore
 /// The throw-away store behind `--store memory`: same rules as `SQLiteStore` (same refusals,
 /// per-write results, all-or-nothing batches), nothing survives the process.
 public final class MemoryStore: RideStore {
+    /// A ride as kept here, 64 bytes: its journal's start is `startedAt` (entry 1 of every
+    /// ride), later entries are linked in `entries`, and the plan id is interned. The memory
+    /// store is what the benchmarks run on, so what it holds per ride is counted per subscriber.
     private struct Row {
-        let new: NewRide
-        var journal: [RideTransition]
-        var state: RideState
+        let id: String
+        let owner: String?
+        let startedAt: UnixMillis
+        let limitValue: Int64
+        /// Entries after the start, first and last in `entries` (-1: none).
+        var first: Int32 = -1
+        var last: Int32 = -1
+        /// Journal entries, the start included.
+        var count: Int32 = 1
+        let plan: UInt16
+        var state: RideState = .riding
+        let hasLimit: Bool
     }
-    private var rides: [String: Row] = [:]
-    private var replies: [ReplyKey: ReplyRecord] = [:]
+    private struct Entry {
+        let transition: RideTransition
+        var next: Int32 = -1
+    }
+    private struct Reply {
+        let request: String
+        let at: UnixMillis
+        let bytes: ReplyArena.Handle
+    }
+    private var rows = PagedArray<Row>()
+    private var rowOf: [String: Int32] = [:]
+    private var entries = PagedArray<Entry>()
+    private var planIDs: [String] = []
+    private var planOf: [String: UInt16] = [:]
+    private var replies = PagedArray<Reply>()
+    private var replyOf: [ReplyKey: Int32] = [:]
+    private var replyBytes = ReplyArena()
     private var closed = false
 
     public init() {}
@@ -25,12 +52,18 @@ public final class MemoryStore: RideStore {
             }
             switch write {
             case .create(let new, let reply):
-                rides[new.id] = Row(new: new, journal: [.start(at: new.startedAt)], state: .riding)
-                if let reply { replies[reply.key] = reply }
+                rowOf[new.id] = rows.append(Row(id: new.id, owner: new.owner, startedAt: new.startedAt,
+                                                limitValue: new.limit ?? 0, plan: intern(new.planID),
+                                                hasLimit: new.limit != nil))
+                if let reply { record(reply) }
             case .append(let entry, let reply):
-                rides[entry.ride]!.journal.append(entry.transition)
-                rides[entry.ride]!.state = StoreRules.state(after: entry.transition)
-                if let reply { replies[reply.key] = reply }
+                let r = rowOf[entry.ride]!
+                let e = entries.append(Entry(transition: entry.transition))
+                if rows[r].last >= 0 { entries[rows[r].last].next = e } else { rows[r].first = e }
+                rows[r].last = e
+                rows[r].count += 1
+                rows[r].state = StoreRules.state(after: entry.transition)
+                if let reply { record(reply) }
             }
             results.append(.written)
         }
@@ -41,28 +74,28 @@ public final class MemoryStore: RideStore {
     private func refusal(_ write: StoreWrite) -> StoreError? {
         switch write {
         case .create(let new, let reply):
-            if rides[new.id] != nil { return StoreError(.conflict, "ride \(new.id) already exists") }
+            if rowOf[new.id] != nil { return StoreError(.conflict, "ride \(new.id) already exists") }
             return taken(reply)
         case .append(let entry, let reply):
-            guard let row = rides[entry.ride] else { return StoreError(.notFound, "no ride \(entry.ride)") }
-            if let e = StoreRules.appendRefusal(entry, lastSeq: Int64(row.journal.count), state: row.state) { return e }
+            guard let r = rowOf[entry.ride] else { return StoreError(.notFound, "no ride \(entry.ride)") }
+            if let e = StoreRules.appendRefusal(entry, lastSeq: Int64(rows[r].count), state: rows[r].state) { return e }
             return taken(reply)
         }
     }
 
     public func openRides() throws(StoreError) -> [StoredRide] {
         try checkOpen()
-        return rides.values.filter { $0.state != .ended }.map(stored).sorted { $0.id < $1.id }
+        return allRows().filter { $0.state != .ended }.map(stored).sorted { $0.id < $1.id }
     }
 
     public func ride(_ id: String) throws(StoreError) -> StoredRide? {
         try checkOpen()
-        return rides[id].map(stored)
+        return rowOf[id].map { stored(rows[$0]) }
     }
 
     public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
         try checkOpen()
-        let all = rides.values.map(stored)
+        let all = allRows().map(stored)
         switch page {
         case .byStart(let after):
             let keyed = all.map { ($0.key(in: page)!, $0) }.filter { after == nil || after! < $0.0 }
@@ -75,21 +108,54 @@ public final class MemoryStore: RideStore {
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
         try checkOpen()
-        return replies[key].map { StoredReply(request: $0.request, bytes: $0.bytes) }
+        return replyOf[key].map { let r = replies[$0]; return StoredReply(request: r.request, bytes: replyBytes.bytes(r.bytes)) }
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
         try checkOpen()
-        replies = replies.filter { $0.value.at >= instant }
+        // Kept compactly (appended, never removed one by one), so the survivors are recorded again.
+        var kept: [(ReplyKey, Reply)] = []
+        for (key, i) in replyOf where replies[i].at >= instant { kept.append((key, replies[i])) }
+        guard kept.count < replyOf.count else { return }
+        kept.sort { $0.1.bytes.page != $1.1.bytes.page ? $0.1.bytes.page < $1.1.bytes.page : $0.1.bytes.offset < $1.1.bytes.offset }
+        let old = replyBytes
+        replies = PagedArray()
+        replyOf = [:]
+        replyBytes = ReplyArena()
+        for (key, r) in kept {
+            replyOf[key] = replies.append(Reply(request: r.request, at: r.at, bytes: replyBytes.add(old.bytes(r.bytes))))
+        }
     }
 
     public func close() { closed = true }
 
+    private func record(_ reply: ReplyRecord) {
+        replyOf[reply.key] = replies.append(Reply(request: reply.request, at: reply.at, bytes: replyBytes.add(reply.bytes)))
+    }
+
+    private func intern(_ plan: String) -> UInt16 {
+        if let i = planOf[plan] { return i }
+        // Plans come from the server's configuration: a few, never thousands.
+        precondition(planIDs.count < Int(UInt16.max), "memory store: more than 65,535 plan ids")
+        planIDs.append(plan)
+        planOf[plan] = UInt16(planIDs.count - 1)
+        return UInt16(planIDs.count - 1)
+    }
+
+    private func allRows() -> [Row] { (0..<Int32(rows.count)).map { rows[$0] } }
+
     private func stored(_ row: Row) -> StoredRide {
+        var journal: [RideTransition] = [.start(at: row.startedAt)]
+        journal.reserveCapacity(Int(row.count))
+        var e = row.first
+        while e >= 0 {
+            journal.append(entries[e].transition)
+            e = entries[e].next
+        }
         // Every entry was checked against the ride's state before it was kept.
-        guard let s = StoredRide(id: row.new.id, planID: row.new.planID, owner: row.new.owner,
-                                 limit: row.new.limit, journal: row.journal) else {
-            fatalError("memory store: the journal of ride \(row.new.id) does not replay")
+        guard let s = StoredRide(id: row.id, planID: planIDs[Int(row.plan)], owner: row.owner,
+                                 limit: row.hasLimit ? row.limitValue : nil, journal: journal) else {
+            fatalError("memory store: the journal of ride \(row.id) does not replay")
         }
         return s
     }
@@ -99,7 +165,7 @@ public final class MemoryStore: RideStore {
     }
 
     private func taken(_ reply: ReplyRecord?) -> StoreError? {
-        if let reply, replies[reply.key] != nil {
+        if let reply, replyOf[reply.key] != nil {
             return StoreError(.conflict, "a reply is already recorded for \(reply.key)")
         }
         return nil

@@ -6,9 +6,8 @@ import XCTest
 /// connection last had nothing to send.
 final class SlowConsumerTests: XCTestCase {
     func testTheLagCountsFromWhenTheTickBecamePending() {
-        let live = LiveRide(ride: Ride(id: "r", planID: "default", owner: nil, limit: nil, startedAt: 0), plan: PlanBox(.standard), shards: 1)
         let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1)
-        let sub = Subscription(live: live, session: session)
+        var sub = Subscriber(session: session)
         // Quiet for an hour (nothing to send), then a tick is pending and the next arrives.
         let hourLater = session.connectedAt + 3_600_000
         XCTAssertFalse(sub.overdue(hourLater, lag: 10_000), "nothing pending")

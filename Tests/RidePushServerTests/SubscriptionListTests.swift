@@ -4,9 +4,9 @@ import XCTest
 
 /// A session's subscriptions keep their order however they are held (one alone, or several).
 final class SubscriptionListTests: XCTestCase {
-    private func sub(_ id: String, _ session: Session) -> Subscription {
+    private func sub(_ id: String, _ session: Session, index: Int32 = 0) -> Subscription {
         let live = LiveRide(ride: Ride(id: id, planID: "default", owner: nil, limit: nil, startedAt: 0), plan: PlanBox(.standard), shards: 1)
-        return Subscription(live: live, session: session)
+        return Subscription(live: live, index: index)
     }
 
     private func ids(_ list: SubscriptionList) -> [String] { list.map { $0.live.id } }
@@ -23,16 +23,16 @@ final class SubscriptionListTests: XCTestCase {
         list.append(b)
         list.append(c)
         XCTAssertEqual(ids(list), ["a", "b", "c"])
-        list.remove(b)
+        list.remove(b.live)
         XCTAssertEqual(ids(list), ["a", "c"])
-        list.remove(b)  // not there: nothing changes
+        list.remove(b.live)  // not there: nothing changes
         XCTAssertEqual(ids(list), ["a", "c"])
-        list.remove(a)
+        list.remove(a.live)
         XCTAssertEqual(ids(list), ["c"])
         list.append(a)
         XCTAssertEqual(ids(list), ["c", "a"])
-        list.remove(a)
-        list.remove(c)
+        list.remove(a.live)
+        list.remove(c.live)
         XCTAssertTrue(list.isEmpty)
         XCTAssertEqual(ids(list), [])
     }
@@ -42,9 +42,9 @@ final class SubscriptionListTests: XCTestCase {
         let a = sub("a", session), b = sub("b", session)
         var list = SubscriptionList()
         list.append(a)
-        list.remove(b)
+        list.remove(b.live)
         XCTAssertEqual(ids(list), ["a"])
-        list.remove(a)
+        list.remove(a.live)
         XCTAssertTrue(list.isEmpty)
         list.append(a)
         list.append(b)
@@ -53,7 +53,25 @@ final class SubscriptionListTests: XCTestCase {
         XCTAssertEqual(ids(list), [])
         // The session finds its subscription through the same list.
         session.subscriptions.append(b)
-        XCTAssertTrue(session.subscription(for: "b") === b)
+        XCTAssertTrue(session.subscription(for: "b")?.live === b.live)
+        XCTAssertTrue(session.subscription(to: b.live)?.live === b.live)
         XCTAssertNil(session.subscription(for: "a"))
+        XCTAssertNil(session.subscription(to: a.live))
+    }
+
+    /// Another subscriber left the ride's slot and this one took its place: the list follows.
+    func testMovedUpdatesTheIndexOfThatRideOnly() {
+        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1)
+        let a = sub("a", session, index: 3), b = sub("b", session, index: 7)
+        var list = SubscriptionList()
+        list.append(a)
+        list.moved(a.live, to: 1)
+        XCTAssertEqual(list.map(\.index), [1])
+        list.moved(b.live, to: 0)  // not in the list: nothing changes
+        XCTAssertEqual(list.map(\.index), [1])
+        list.append(b)
+        list.moved(b.live, to: 2)
+        XCTAssertEqual(list.map(\.index), [1, 2])
+        XCTAssertEqual(ids(list), ["a", "b"])
     }
 }
