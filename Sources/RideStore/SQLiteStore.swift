@@ -19,8 +19,6 @@ public final class SQLiteStore: LogSyncing {
     /// Checkpoints the log off the writer's thread; nil once closed.
     private var checkpointer: SQLiteCheckpointer?
     private var syncer: SQLiteLogSync?
-    /// Set by the commit hook: the writer copies the log's last frames after this COMMIT.
-    private var writerCheckpointDue = false
 
     /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
     /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
@@ -62,18 +60,13 @@ public final class SQLiteStore: LogSyncing {
     private func startCheckpointer() throws(StoreError) {
         let helper = try SQLiteCheckpointer(path: path)
         checkpointer = helper
+        let writer = db
         // Replaces SQLite's autocheckpoint, which would run inside the worker's COMMIT.
-        try db.onCommit { [unowned self] pages in
-            if helper.logGrew(to: pages) { writerCheckpointDue = true }
+        try db.onCommit { [unowned writer] pages in
+            // A failed copy loses nothing (the frames stay in the log); the next commit retries.
+            if helper.logGrew(to: pages), (try? writer.checkpoint()) != nil { helper.writerFinished() }
         }
         helper.start()
-    }
-
-    /// The writer's own checkpoint, after its COMMIT rather than inside SQLite's commit hook.
-    /// A failed copy loses nothing: the frames stay in the log, and a later commit asks again.
-    private func checkpointAsWriter() {
-        writerCheckpointDue = false
-        if let helper = checkpointer, (try? db.checkpoint()) != nil { helper.writerFinished() }
     }
 
     public var logSync: @Sendable () throws(StoreError) -> Void {
@@ -136,7 +129,6 @@ public final class SQLiteStore: LogSyncing {
             if db.inTransaction { try? db.run("ROLLBACK") }
             throw StoreError(.unavailable, error.message)
         }
-        if writerCheckpointDue { checkpointAsWriter() }
         return results
     }
 

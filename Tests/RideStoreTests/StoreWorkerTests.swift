@@ -65,6 +65,7 @@ final class StoreWorkerTests: XCTestCase {
         let finished = DispatchSemaphore(value: 0)
         let log = Mutex<[String]>([])
         let settled = Mutex<[String]>([])
+        let settledOne = DispatchSemaphore(value: 0)
         private var group: [String] = []
         private var seen: [String] = []
         func prepare(_ jobs: [String], store: RideStore) -> [StoreWrite] {
@@ -83,6 +84,7 @@ final class StoreWorkerTests: XCTestCase {
             case .failure(let e): line = group.joined(separator: ",") + ": " + e.kind.rawValue
             }
             settled.withLock { $0.append(line) }
+            settledOne.signal()
             return line
         }
         func publish(_ line: String) {
@@ -146,7 +148,7 @@ final class StoreWorkerTests: XCTestCase {
         worker.submit(["b", "c"])
         XCTAssertEqual(store.written.wait(timeout: .now() + 10), .success)
         worker.submit("?a")
-        waitUntil { client.settled.withLock { $0.count } == 3 }
+        for _ in 0..<3 { XCTAssertEqual(client.settledOne.wait(timeout: .now() + 10), .success) }
         XCTAssertEqual(client.settled.withLock { $0 }, ["a: w", "b,c: ww", "?a=yes"])
         XCTAssertEqual(client.log.withLock { $0 }, [], "nothing is told before its sync")
         store.syncGate.signal()  // a is durable
@@ -191,12 +193,5 @@ final class StoreWorkerTests: XCTestCase {
             kind.withLock { $0 = e.kind }
             hit.signal()
         }
-    }
-
-    /// Bounded poll for state another thread reaches without a signal of its own.
-    private func waitUntil(_ condition: () -> Bool, file: StaticString = #filePath, line: UInt = #line) {
-        let deadline = Date().addingTimeInterval(10)
-        while !condition() && Date() < deadline { usleep(1_000) }
-        XCTAssertTrue(condition(), "timed out", file: file, line: line)
     }
 }
