@@ -28,8 +28,21 @@ class Lines:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, cwd=ROOT)
         self.out = queue.Queue()
         self.err = []
+        self.err_grew = threading.Condition()
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.out.put), daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.proc.stderr, self.err.append), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True).start()
+
+    def _err(self, item):
+        with self.err_grew:
+            self.err.append(item)
+            self.err_grew.notify_all()
+
+    def until_err(self, pred, timeout):
+        """Waits (bounded) for a stderr line matching `pred`: stderr is read by its own thread,
+        so a line written before a stdout line may still be on its way."""
+        with self.err_grew:
+            found = self.err_grew.wait_for(lambda: any(pred(l) for _, l in self.err), timeout)
+        assert found, [l for _, l in self.err]
 
     @staticmethod
     def _pump(stream, put):
@@ -114,9 +127,11 @@ def test_watch_through_kill9_and_restart_resumes_with_the_snapshot_and_elapsed_c
         lines = []
         cli_watch.until(lambda l: elapsed_of(l) >= last_before + 3, 30, lines)
         assert cli_watch.proc.poll() is None
+        # stderr has its own reader thread, and in one CI run the "connected" line was not read yet
+        # when stdout had passed the mark (after a backoff that had reached 3.1 s): wait for it.
+        cli_watch.until_err(lambda l: l == "connected to " + srv.ws, 15)
         errs = [l for _, l in cli_watch.err]
         assert any(l.startswith("disconnected: closed by the server (1006)") for l in errs), errs
-        assert any(l == "connected to " + srv.ws for l in errs), errs
         seen = [elapsed_of(l) for _, l in lines]
         assert seen == sorted(seen), "never steps back: %r" % seen
     finally:
