@@ -19,6 +19,12 @@ public final class SQLiteStore: LogSyncing {
     /// Checkpoints the log off the writer's thread; nil once closed.
     private var checkpointer: SQLiteCheckpointer?
     private var syncer: SQLiteLogSync?
+    /// The multi-row statements, by shape and rows (SQLiteGroupStatements.swift).
+    var groupStatements: [Int: SQLStatement] = [:]
+    /// What `prefetchReplies`/`prefetchRides` read for the group being decided; dropped at
+    /// the next commit or prune (the only writes), so never older than the store's state.
+    var prefetchedReplies: [ReplyKey: StoredReply?]?
+    var prefetchedRides: [String: StoredRide?]?
 
     /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
     /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
@@ -101,17 +107,14 @@ public final class SQLiteStore: LogSyncing {
     }
 
     public func commitUnsynced(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
+        prefetchedReplies = nil
+        prefetchedRides = nil
         try db.run("BEGIN IMMEDIATE")
         var results: [WriteResult] = []
         results.reserveCapacity(batch.count)
         do {
-            for write in batch {
-                if try apply(write) {
-                    results.append(.written)
-                } else {
-                    // Rare (the server decides from the same state): say exactly why.
-                    results.append(.refused(try refusal(write) ?? StoreError(.conflict, "ride \(write.rideID): refused by the store")))
-                }
+            if let all = try applyAll(batch) { results = all } else {
+                try applyEach(batch, into: &results)
             }
         } catch {
             if db.inTransaction { try? db.run("ROLLBACK") }
@@ -130,6 +133,18 @@ public final class SQLiteStore: LogSyncing {
             throw StoreError(.unavailable, error.message)
         }
         return results
+    }
+
+    /// One write at a time, each seeing the ones before it: the way that names each refusal.
+    private func applyEach(_ batch: [StoreWrite], into results: inout [WriteResult]) throws(StoreError) {
+        for write in batch {
+            if try apply(write) {
+                results.append(.written)
+            } else {
+                // Rare (the server decides from the same state): say exactly why.
+                results.append(.refused(try refusal(write) ?? StoreError(.conflict, "ride \(write.rideID): refused by the store")))
+            }
+        }
     }
 
     private func refusal(_ write: StoreWrite) throws(StoreError) -> StoreError? {
@@ -221,6 +236,7 @@ public final class SQLiteStore: LogSyncing {
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
+        prefetchedReplies = nil
         try transaction { () throws(StoreError) in
             try db.run("DELETE FROM replies WHERE at < ?", [.int(instant)])
         }
@@ -240,7 +256,8 @@ public final class SQLiteStore: LogSyncing {
     }
 
     public func ride(_ id: String) throws(StoreError) -> StoredRide? {
-        try load(id)
+        if let cached = prefetchedRides?[id] { return cached }
+        return try load(id)
     }
 
     public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
@@ -262,6 +279,7 @@ public final class SQLiteStore: LogSyncing {
     }
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
+        if let cached = prefetchedReplies?[key] { return cached }
         var out: StoredReply?
         try db.query("SELECT bytes, request FROM replies WHERE scope = ? AND id = ?", [.text(key.scope), .text(key.id)]) {
             (r: SQLRow) throws(StoreError) in out = StoredReply(request: r.optionalText(1), bytes: r.blob(0))
@@ -280,8 +298,13 @@ public final class SQLiteStore: LogSyncing {
             """, [.text(id)]).first
     }
 
-    /// Groups rows of (ride columns, one transition) into rides, replaying each journal.
     private func loadRides(_ sql: String, _ binds: [SQLValue]) throws(StoreError) -> [StoredRide] {
+        try loadRides { (row: (SQLRow) throws(StoreError) -> Void) throws(StoreError) in try db.query(sql, binds, row: row) }
+    }
+
+    /// Groups rows of (ride columns, one transition) into rides, replaying each journal;
+    /// `run` runs the statements, handing each row on, rows of one ride together in seq order.
+    func loadRides(_ run: ((SQLRow) throws(StoreError) -> Void) throws(StoreError) -> Void) throws(StoreError) -> [StoredRide] {
         var out: [StoredRide] = []
         var meta: (id: String, plan: String, owner: String?, limit: Int64?)?
         var journal: [RideTransition] = []
@@ -292,7 +315,7 @@ public final class SQLiteStore: LogSyncing {
             }
             out.append(stored)
         }
-        try db.query(sql, binds) { (r: SQLRow) throws(StoreError) in
+        try run { (r: SQLRow) throws(StoreError) in
             let id = r.text(0)
             if meta?.id != id {
                 try flush()
