@@ -92,6 +92,7 @@ final class SQLiteConnection {
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
             throw StoreError(.unavailable, "ride store \(path): is a directory, not a database file")
         }
+        _ = Self.configured
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let handle else {
@@ -101,6 +102,9 @@ final class SQLiteConnection {
         }
         db = handle
         sqlite3_extended_result_codes(handle, 1)
+        // SQLite's default pool (40 slots of 1,200 bytes) runs out inside one multi-row
+        // statement of a group; past it every cursor and value goes to malloc.
+        _ = csqlite_db_lookaside(handle, 1200, 512)
         // SQLite silently falls back to read-only when the file is not writable; every write
         // would then fail later, so refuse now, at start.
         if sqlite3_db_readonly(handle, "main") == 1 {
@@ -110,6 +114,9 @@ final class SQLiteConnection {
     }
 
     deinit { close() }
+
+    /// Once per process, before the first open (a failure only means someone configured first).
+    private static let configured: Void = { _ = csqlite_config_no_memstatus() }()
 
     var isOpen: Bool { db != nil }
 
