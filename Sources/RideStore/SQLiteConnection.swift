@@ -199,6 +199,7 @@ final class SQLiteConnection {
 
     /// Runs a kept statement: `bind` sets its parameters, `row` sees each result row.
     func query(_ s: SQLStatement, bind: (inout SQLBinder) -> Void, row: (SQLRow) throws(StoreError) -> Void) throws(StoreError) {
+        _ = try handle()  // closed: the statement is finalized
         let stmt = s.stmt
         defer { sqlite3_reset(stmt) }
         var binder = SQLBinder(stmt: stmt)

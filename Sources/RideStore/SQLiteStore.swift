@@ -54,6 +54,9 @@ public final class SQLiteStore: LogSyncing {
         checkpointer = nil
         syncer?.close()
         syncer = nil
+        groupStatements = [:]  // finalized by db.close()
+        prefetchedReplies = nil
+        prefetchedRides = nil
         db.close()
         if lockFD >= 0 { Glibc.close(lockFD) }
         lockFD = -1

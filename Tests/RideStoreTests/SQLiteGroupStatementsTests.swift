@@ -172,3 +172,18 @@ final class SQLiteGroupStatementsTests: XCTestCase {
         store.close()
     }
 }
+
+extension SQLiteGroupStatementsTests {
+    func testAClosedStoreNeitherPrefetchesNorRunsAKeptStatement() throws {
+        let store = try SQLiteStore(path: path)
+        XCTAssertEqual(try store.commit([create("a", reply: "k1"), create("b", reply: "k2")]), [.written, .written])
+        store.prefetchReplies([key("k1"), key("k2")])
+        store.close()
+        // The kept statements were finalized with the connection: nothing may step them now.
+        store.prefetchReplies([key("k1"), key("k2")])
+        store.prefetchRides(["a", "b"])
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.reply(for: key("k1")) }?.kind, .unavailable)
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.ride("a") }?.kind, .unavailable)
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.commit([create("c"), create("d")]) }?.kind, .unavailable)
+    }
+}
