@@ -75,14 +75,15 @@ final class StoreCoordinator: GroupCommitClient {
         for rid in dropped.withLock({ d in defer { d.removeAll() }; return d }) { book.forget(rid) }
         let now = clock.now()
         catchUp(jobs, store: store)
-        if let shared = store as? SharedJournal {
-            // One round trip for the group's request ids instead of one per request.
+        if let reads = store as? GroupReads {
+            // One read for the group's request ids instead of one per request (a round trip
+            // each on PostgreSQL, a statement's fixed cost each on SQLite).
             let keys = jobs.compactMap { job -> ReplyKey? in
                 guard case .request(_, let id?, let scope, _, _) = job else { return nil }
                 let key = ReplyKey(scope: scope, id: id)
                 return recent[key] == nil ? key : nil
             }
-            if keys.count > 1 { shared.prefetchReplies(keys) }
+            if keys.count > 1 { reads.prefetchReplies(keys) }
             var unknown = Set<String>()
             for job in jobs {
                 switch job {
@@ -91,7 +92,7 @@ final class StoreCoordinator: GroupCommitClient {
                 default: break
                 }
             }
-            if unknown.count > 1 { shared.prefetchRides(unknown.sorted()) }
+            if unknown.count > 1 { reads.prefetchRides(unknown.sorted()) }
         }
         var writes: [StoreWrite] = []
         for job in jobs {

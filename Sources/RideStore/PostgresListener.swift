@@ -4,19 +4,13 @@ import Synchronization
 /// What a store shared by several nodes offers for their catch-up: the journal in commit-safe
 /// order after a cursor, one ride's entries after a seq, and where a new reader starts.
 /// Called on the store worker's thread, like the rest of the store.
-public protocol SharedJournal: AnyObject {
+public protocol SharedJournal: GroupReads {
     /// A cursor from which `feed` returns every entry not yet committed now.
     func startCursor() throws(StoreError) -> JournalCursor
     /// Entries after `cursor`, oldest first, at most `limit`, and the cursor after them.
     func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor)
     /// One ride's entries after `seq`, in order.
     func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry]
-    /// Reads the recorded replies of a group's request ids at once (a network store pays a
-    /// round trip per read); `reply(for:)` then answers those keys until the next commit.
-    func prefetchReplies(_ keys: [ReplyKey])
-    /// Reads a group's rides unknown to the node at once; `ride(_:)` then answers those ids
-    /// from it (found or not) until the next commit.
-    func prefetchRides(_ ids: [String])
     /// The server process of the store's own connection (0 when none), readable from any
     /// thread: a node skips its own notifications.
     var ownBackend: BackendID { get }

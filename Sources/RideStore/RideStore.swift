@@ -57,6 +57,18 @@ public protocol LogSyncing: RideStore {
     var logSync: @Sendable () throws(StoreError) -> Void { get }
 }
 
+/// A store that reads what a group needs in one go rather than one read per request: a
+/// network store pays a round trip per read, SQLite a statement's fixed cost. Called on the
+/// store's thread by whoever decides the group, before `reply(for:)` and `ride(_:)`.
+public protocol GroupReads: AnyObject {
+    /// Reads the recorded replies of a group's request ids at once; `reply(for:)` then
+    /// answers those keys from it (found or not) until the next commit or prune.
+    func prefetchReplies(_ keys: [ReplyKey])
+    /// Reads a group's rides unknown to the node at once; `ride(_:)` then answers those ids
+    /// from it (found or not) until the next commit.
+    func prefetchRides(_ ids: [String])
+}
+
 /// One write of a group commit.
 public enum StoreWrite: Sendable, Equatable {
     /// A new ride: its row and its start as journal entry 1, plus `reply` if given.

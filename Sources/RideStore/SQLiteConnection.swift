@@ -32,6 +32,45 @@ struct SQLRow {
     }
 }
 
+/// A statement prepared once and kept by its user (the connection still owns and finalizes
+/// it): run through `query(_:bind:row:)` without looking its SQL text up each time.
+struct SQLStatement {
+    fileprivate let stmt: OpaquePointer
+    let sql: String
+}
+
+/// Binds a statement's parameters in order (1, 2, 3…) straight from the caller's values, with
+/// no array of `SQLValue`s built per run. Texts and blobs are copied by SQLite (TRANSIENT).
+struct SQLBinder {
+    fileprivate let stmt: OpaquePointer
+    fileprivate var next: Int32 = 1
+    /// The first failure, reported by `query` after `bind` returns.
+    fileprivate var rc: Int32 = SQLITE_OK
+
+    mutating func int(_ v: Int64) { done(sqlite3_bind_int64(stmt, next, v)) }
+    mutating func int(_ v: Int64?) { if let v { int(v) } else { null() } }
+    mutating func null() { done(sqlite3_bind_null(stmt, next)) }
+    mutating func text(_ v: String?) {
+        guard var s = v else { return null() }
+        // By length (a value may hold a NUL); no copy for a native string. An empty buffer
+        // may have no address, and a NULL pointer would bind NULL.
+        let i = next
+        done(s.isEmpty ? csqlite_bind_text(stmt, i, "", 0)
+             : s.withUTF8 { buf in csqlite_bind_text(stmt, i, buf.baseAddress, Int32(buf.count)) })
+    }
+    mutating func blob(_ b: [UInt8]) {
+        let i = next
+        // An empty array must still bind a (zero-length) blob, not NULL.
+        done(b.isEmpty ? sqlite3_bind_zeroblob(stmt, i, 0)
+             : b.withUnsafeBytes { csqlite_bind_blob(stmt, i, $0.baseAddress, Int32($0.count)) })
+    }
+
+    private mutating func done(_ r: Int32) {
+        if rc == SQLITE_OK { rc = r }
+        next += 1
+    }
+}
+
 /// A thin SQLite connection: prepared statements are cached by their SQL text (prepared once,
 /// reset after each use), and every failure becomes a `StoreError` naming the file.
 /// Single-threaded (opened with SQLITE_OPEN_NOMUTEX), like the store that owns it.
@@ -53,6 +92,7 @@ final class SQLiteConnection {
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
             throw StoreError(.unavailable, "ride store \(path): is a directory, not a database file")
         }
+        _ = Self.configured
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let handle else {
@@ -62,6 +102,9 @@ final class SQLiteConnection {
         }
         db = handle
         sqlite3_extended_result_codes(handle, 1)
+        // SQLite's default pool (40 slots of 1,200 bytes) runs out inside one multi-row
+        // statement of a group; past it every cursor and value goes to malloc.
+        _ = csqlite_db_lookaside(handle, 1200, 512)
         // SQLite silently falls back to read-only when the file is not writable; every write
         // would then fail later, so refuse now, at start.
         if sqlite3_db_readonly(handle, "main") == 1 {
@@ -71,6 +114,9 @@ final class SQLiteConnection {
     }
 
     deinit { close() }
+
+    /// Once per process, before the first open (a failure only means someone configured first).
+    private static let configured: Void = { _ = csqlite_config_no_memstatus() }()
 
     var isOpen: Bool { db != nil }
 
@@ -142,6 +188,31 @@ final class SQLiteConnection {
                 return
             } else {
                 throw error(rc, currentMessage(rc), doing: sql)
+            }
+        }
+    }
+
+    /// The statement for `sql`, prepared now or taken from the cache.
+    func statement(_ sql: String) throws(StoreError) -> SQLStatement {
+        SQLStatement(stmt: try prepared(sql), sql: sql)
+    }
+
+    /// Runs a kept statement: `bind` sets its parameters, `row` sees each result row.
+    func query(_ s: SQLStatement, bind: (inout SQLBinder) -> Void, row: (SQLRow) throws(StoreError) -> Void) throws(StoreError) {
+        _ = try handle()  // closed: the statement is finalized
+        let stmt = s.stmt
+        defer { sqlite3_reset(stmt) }
+        var binder = SQLBinder(stmt: stmt)
+        bind(&binder)
+        if binder.rc != SQLITE_OK { throw error(binder.rc, currentMessage(binder.rc), doing: s.sql) }
+        while true {
+            let rc = sqlite3_step(stmt)
+            if rc == SQLITE_ROW {
+                try row(SQLRow(stmt: stmt))
+            } else if rc == SQLITE_DONE {
+                return
+            } else {
+                throw error(rc, currentMessage(rc), doing: s.sql)
             }
         }
     }

@@ -279,6 +279,49 @@ final class RideStoreSemanticsTests: XCTestCase {
         }
     }
 
+    func testALargeGroupWithARetryAConflictAnUnknownRideAndARepeatedRide() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            func key(_ id: String) -> ReplyKey { ReplyKey(scope: "u", id: id) }
+            func reply(_ id: String) -> ReplyRecord { ReplyRecord(key: key(id), request: "req \(id)", bytes: Array(id.utf8), at: t0) }
+            func create(_ id: String, _ r: String?) -> StoreWrite {
+                .create(NewRide(id: id, planID: "p", owner: nil, limit: nil, startedAt: t0), reply: r.map(reply))
+            }
+            func entry(_ ride: String, _ seq: Int64, _ t: RideTransition, _ r: String? = nil) -> StoreWrite {
+                .append(JournalEntry(ride: ride, seq: seq, transition: t), reply: r.map(reply))
+            }
+            XCTAssertEqual(try store.commit([create("old", "k-old")]), [.written])
+            // More writes than one multi-row statement holds, and one of each refusal among them.
+            var batch = (0..<140).map { create("n\($0)", "k\($0)") }
+            batch += [
+                entry("n7", 2, .pause(at: t0 + 1), "k-old"),  // a retry: the key is taken
+                entry("n8", 3, .pause(at: t0 + 1)),  // not the next entry
+                entry("ghost", 2, .pause(at: t0 + 1)),
+                entry("n9", 2, .pause(at: t0 + 2)),
+                entry("n9", 3, .resume(at: t0 + 3)),
+                entry("n9", 4, .end(at: t0 + 4, reason: .rider, metres: 12), "k-end"),
+            ]
+            let results = try store.commit(batch)
+            XCTAssertEqual(Array(results.prefix(140)), Array(repeating: .written, count: 140))
+            XCTAssertEqual(Array(results.dropFirst(140)), [
+                .refused(StoreError(.conflict, "a reply is already recorded for request k-old of u")),
+                .refused(StoreError(.conflict, "ride n8: entry 3 is not the next one (the last is 1)")),
+                .refused(StoreError(.notFound, "no ride ghost")),
+                .written, .written, .written,
+            ])
+            store = try reopen(store)
+            XCTAssertEqual(try store.ride("n7")?.journal, [.start(at: t0)])
+            XCTAssertEqual(try store.ride("n139")?.journal, [.start(at: t0)])
+            XCTAssertEqual(try store.ride("n9")?.journal, [.start(at: t0), .pause(at: t0 + 2), .resume(at: t0 + 3),
+                                                           .end(at: t0 + 4, reason: .rider, metres: 12)])
+            XCTAssertEqual(try store.openRides().count, 140)  // old and n0…n139 but n9
+            XCTAssertEqual(try store.reply(for: key("k-old"))?.bytes, Array("k-old".utf8))
+            XCTAssertEqual(try store.reply(for: key("k139")), StoredReply(request: "req k139", bytes: Array("k139".utf8)))
+            XCTAssertEqual(try store.reply(for: key("k-end"))?.request, "req k-end")
+            store.close()
+        }
+    }
+
     func testClosedStoreIsUnavailable() throws {
         try forEachStore { open, _ in
             let store = try open()
