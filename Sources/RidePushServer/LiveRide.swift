@@ -79,7 +79,7 @@ struct WarningsSent: Equatable {
 
 /// One service thread's view of a ride: its subscribers there, and the tick they still wait for.
 struct RideSlot {
-    var subscribers: [Subscriber] = []
+    var subscribers = SubscriberList()
     /// The batch's encoded tick while a subscriber here still waits for it; nil once none does
     /// (most ticks are written from the fan-out itself), so a ride holds no frame of its own
     /// between ticks. Writes copy it into the thread's staging buffer first: the batch is shared

@@ -120,9 +120,7 @@ extension Shard {
             // The one moved into its place is found there by its own session from now on.
             slot.pointee.subscribers[i].session.subscriptions.moved(sub.live, to: sub.index)
         }
-        slot.pointee.subscribers.removeLast()
-        // Most rides lose their last watcher and end: hold no buffer for them.
-        if slot.pointee.subscribers.isEmpty { slot.pointee.subscribers = [] }
+        slot.pointee.subscribers.removeLast()  // frees the others' array with the last of them
         sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
         hub.metrics.add(hub.metrics.subscribers, -1)
     }
