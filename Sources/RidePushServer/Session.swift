@@ -4,8 +4,9 @@ import RideCore
 
 /// One WebSocket connection. Owned by the service thread of its shard: only that thread
 /// reads or writes any field, so no lock. The fields are in the order that packs them: the
-/// word-sized ones first, the small ones in the room the subscription list leaves (229 bytes,
-/// a 240-byte heap block where the order they were written in took 243 and a 256-byte one).
+/// word-sized ones first, the small ones in the room the subscription list leaves (213 bytes
+/// with `Connection`'s counts as Int32, a 224-byte heap block; the order they were first written
+/// in took 243 and a 256-byte one).
 final class Session {
     let wsi: OpaquePointer
     let peer: String
