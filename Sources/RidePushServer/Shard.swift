@@ -34,7 +34,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     private let mailbox = Locked<[ShardEvent]>([])
     /// Sessions on this thread by serial (service thread only). Answers from the store worker
     /// name a session by serial, so one that closed meanwhile is simply not found.
-    var sessions: [UInt64: Session] = [:]
+    var sessions = SessionTable()
+    /// Tokens of HTTP requests waiting for the store worker (sessions have serials of their own).
     var nextSerial: UInt64 = 0
     /// `GET /rides/{id}` connections waiting for the store worker, by wsi (see HTTP.swift).
     var awaitingRide: [OpaquePointer: (token: UInt64, ride: String)] = [:]
@@ -238,7 +239,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         // Tokens that expired (past the leeway) since they were checked: refused, 4401.
         let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
         let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
-        for s in sessions.values {
+        sessions.forEach { s in
             if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
             // An upgrade that never authenticates would hold its per-address place forever.
             if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
