@@ -32,7 +32,7 @@ final class Session {
     private(set) var closing: Closing?
     /// Keepalive (monotonic ms): the later of when the peer last sent anything and when a tick
     /// was last written to it (ticks are traffic too). One field for both: the sweep only ever
-    /// asked for the later of two, and 8 bytes kept the session in a 240-byte heap block.
+    /// asked for the later of two, and 8 bytes less kept the session a heap block smaller.
     private(set) var lastTraffic: Int64
     var lastHeard: Int64 {
         get { lastTraffic }
