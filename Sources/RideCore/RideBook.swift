@@ -181,7 +181,8 @@ public struct RideBook {
         for id in failed {
             if let old = before[id] { rides[id] = old }
         }
-        // A start's flood of starts makes one group of thousands: its capacity is not kept.
+        // A flood of starts (a ramp of clients, a restart) makes one group of thousands: the
+        // capacity it took is not kept for the groups of a few that follow.
         if before.capacity > 256 { before = [:] } else { before.removeAll(keepingCapacity: true) }
     }
 
