@@ -79,6 +79,9 @@ def test_thousand_rides_two_subscribers_each_share_one_tick_per_second():
     assert health["rides"]["riding"] == RIDES
     assert threads1 == threads0, "threads grew with rides: %d → %d" % (threads0, threads1)
     assert timers1 == timers0, "kernel timers grew with rides: %d → %d" % (timers0, timers1)
+    # Each subscriber is sent its own ride's ticks, never another's (the bench counts seq only).
+    for i, got in enumerate(results):
+        assert {ride for _, _, ride in got} == {"s-%d" % (i // SUBS_PER_RIDE)}, (i, got[:2])
     # Every tick has one (seq, at) for all 2,000 subscribers, and seq and at advance together.
     at_by_seq = {}
     for got in results:

@@ -59,31 +59,51 @@ public struct RideError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// A ride as derived from its transitions. Value type: the engine returns a new one.
+///
+/// Held three times per ride (the book, the registry's `LiveRide`, and every change in flight),
+/// so it is laid out to pack: the optional instants are stored as `Int64` with `Ride.absent` for
+/// nil (an `Int64?` takes 9 bytes and pads to 16), word-sized fields first, the two one-byte
+/// enums last (106 bytes, a 112-byte stride, where the optionals in place took 136). Instants are
+/// clock readings, never `Int64.min`.
 public struct Ride: Sendable, Equatable {
     public let id: String
     public let planID: String
     /// The rider (token `sub`) who started it; nil when auth is off.
     public let owner: String?
-    /// Maximum riding seconds for this ride (from `start`'s `limit` or the plan), if any.
-    public let limit: Int64?
     public let startedAt: UnixMillis
-    public private(set) var state: RideState = .riding
-    /// Start of the pause in progress.
-    public private(set) var pausedSince: UnixMillis?
     /// Sum of finished pauses.
     public private(set) var pausedMillisBefore: Int64 = 0
-    public private(set) var endedAt: UnixMillis?
-    public private(set) var endReason: EndReason?
     public private(set) var metres: Int64 = 0
     /// The last instant this ride recorded (start, pause, resume or end); time never runs
     /// backwards past it, so a clock stepping back cannot shrink elapsed or make a pause negative.
     public private(set) var lastInstant: UnixMillis
+    private let limitOrAbsent: Int64
+    private var pausedSinceOrAbsent: UnixMillis = Ride.absent
+    private var endedAtOrAbsent: UnixMillis = Ride.absent
+    public private(set) var state: RideState = .riding
+    public private(set) var endReason: EndReason?
+
+    /// What the stored optionals hold for nil.
+    static let absent = Int64.min
+
+    /// Maximum riding seconds for this ride (from `start`'s `limit` or the plan), if any.
+    public var limit: Int64? { limitOrAbsent == Ride.absent ? nil : limitOrAbsent }
+    /// Start of the pause in progress.
+    public private(set) var pausedSince: UnixMillis? {
+        get { pausedSinceOrAbsent == Ride.absent ? nil : pausedSinceOrAbsent }
+        set { pausedSinceOrAbsent = newValue ?? Ride.absent }
+    }
+    public private(set) var endedAt: UnixMillis? {
+        get { endedAtOrAbsent == Ride.absent ? nil : endedAtOrAbsent }
+        set { endedAtOrAbsent = newValue ?? Ride.absent }
+    }
 
     public init(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis) {
         self.id = id
         self.planID = planID
         self.owner = owner
-        self.limit = limit
+        // A limit of Int64.min (no client can mean it) bills as one second above it, not as none.
+        limitOrAbsent = limit.map { max($0, Ride.absent + 1) } ?? Ride.absent
         self.startedAt = startedAt
         self.lastInstant = startedAt
     }

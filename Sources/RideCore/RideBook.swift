@@ -88,7 +88,7 @@ public struct RideBook {
     /// Journal entries one ride may have; past it only `end` is accepted (a ride paused and
     /// resumed every minute for three months stays well within it).
     public let maxEntries: Int64
-    private(set) public var rides: [String: Entry] = [:]
+    private(set) public var rides = Rides()
     /// Each ride as it was before the group being decided changed it (nil: not known before).
     private var before: [String: Entry?] = [:]
     private var rng: any RandomNumberGenerator
@@ -107,11 +107,11 @@ public struct RideBook {
     public func plan(for ride: Ride) -> FarePlan { plans[ride.planID] ?? .standard }
 
     /// Whether the book knows the ride (the caller loads unknown ones from the store first).
-    public func knows(_ id: String) -> Bool { rides[id] != nil }
+    public func knows(_ id: String) -> Bool { rides.contains(id) }
 
     /// Adds a ride read from the store (at start, or an ended one asked about again).
     public mutating func learn(_ entry: Entry) {
-        if rides[entry.ride.id] == nil { rides[entry.ride.id] = entry }
+        if !rides.contains(entry.ride.id) { rides[entry.ride.id] = entry }
     }
 
     /// Puts the store's copy of a ride in place of the book's (after the store refused a write
@@ -140,7 +140,7 @@ public struct RideBook {
                 return .refuse(Refusal(.planNotFound, "no plan \"\(planID ?? "")\""))
             }
             let id = rideID ?? newRideID()
-            if rides[id] != nil { return .refuse(Refusal(.conflict, "ride \"\(id)\" already exists")) }
+            if rides.contains(id) { return .refuse(Refusal(.conflict, "ride \"\(id)\" already exists")) }
             let effectiveLimit = [limit, plan.maxRideSeconds].compactMap { $0 }.min()
             let ride = Ride(id: id, planID: plan.id, owner: owner, limit: effectiveLimit, startedAt: now)
             let after = Entry(ride: ride, seq: 1)
@@ -181,7 +181,9 @@ public struct RideBook {
         for id in failed {
             if let old = before[id] { rides[id] = old }
         }
-        before.removeAll(keepingCapacity: true)
+        // A flood of starts (a ramp of clients, a restart) makes one group of thousands: the
+        // capacity it took is not kept for the groups of a few that follow.
+        if before.capacity > 256 { before = [:] } else { before.removeAll(keepingCapacity: true) }
     }
 
     /// Undoes the whole group (nothing of it was committed).
@@ -207,7 +209,7 @@ public struct RideBook {
         while true {
             var id = "r-"
             for _ in 0..<10 { id.unicodeScalars.append(Unicode.Scalar(alphabet[Int(rng.next() % UInt64(alphabet.count))])) }
-            if rides[id] == nil { return id }
+            if !rides.contains(id) { return id }
         }
     }
 }

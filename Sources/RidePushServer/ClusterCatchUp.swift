@@ -30,7 +30,7 @@ struct ClusterCatchUp {
 
     /// The updates for `hints` (ride → highest seq announced) and, when `full`, for the
     /// journal after the cursor. `rides` is the book's view (the last seq applied per ride).
-    mutating func collect(hints: [String: Int64], full: Bool, rides: [String: RideBook.Entry],
+    mutating func collect(hints: [String: Int64], full: Bool, rides: RideBook.Rides,
                           store: RideStore & SharedJournal) throws(StoreError) -> [Update] {
         var pending: [FeedEntry] = []
         for (ride, seq) in hints.sorted(by: { $0.key < $1.key }) {
@@ -50,8 +50,11 @@ struct ClusterCatchUp {
 
     /// Applies entries in per-ride seq order on top of `rides`. An entry past a gap (or a
     /// ride first seen mid-journal) reloads the ride from the store instead of guessing.
-    func merge(_ entries: [FeedEntry], rides: [String: RideBook.Entry], store: RideStore) throws(StoreError) -> [Update] {
-        var current = rides
+    func merge(_ entries: [FeedEntry], rides: RideBook.Rides, store: RideStore) throws(StoreError) -> [Update] {
+        // What this merge applied, over the book's rides (which it leaves as they are: a copy
+        // to write on would copy the book).
+        var applied: [String: RideBook.Entry] = [:]
+        func current(_ id: String) -> RideBook.Entry? { applied[id] ?? rides[id] }
         var out: [Update] = []
         // Stable by (ride, seq): the journal order interleaves rides; one ride's entries may
         // even come out of seq order (transaction ids are not commit order).
@@ -59,25 +62,25 @@ struct ClusterCatchUp {
             (a.element.ride, a.element.seq, a.offset) < (b.element.ride, b.element.seq, b.offset)
         }.map(\.element)
         for e in sorted {
-            if let cur = current[e.ride] {
+            if let cur = current(e.ride) {
                 if e.seq <= cur.seq { continue }
                 if e.seq == cur.seq + 1, case .success(let next) = cur.ride.applying(e.entry.transition) {
                     let u = RideBook.Entry(ride: next, seq: e.seq)
-                    current[e.ride] = u
+                    applied[e.ride] = u
                     out.append(Update(entry: u))
                     continue
                 }
             } else if e.seq == 1, case .start(let at) = e.entry.transition {
                 let u = RideBook.Entry(ride: Ride(id: e.ride, planID: e.planID, owner: e.owner, limit: e.limit, startedAt: at), seq: 1)
-                current[e.ride] = u
+                applied[e.ride] = u
                 out.append(Update(entry: u))
                 continue
             } else if case .end = e.entry.transition {
                 continue  // an ended ride this node does not hold needs nothing (read on demand)
             }
-            guard let stored = try store.ride(e.ride), stored.seq > (current[e.ride]?.seq ?? 0) else { continue }
+            guard let stored = try store.ride(e.ride), stored.seq > (current(e.ride)?.seq ?? 0) else { continue }
             let u = RideBook.Entry(ride: stored.ride, seq: stored.seq)
-            current[e.ride] = u
+            applied[e.ride] = u
             out.append(Update(entry: u))
         }
         return out

@@ -5,50 +5,81 @@ import Synchronization
 /// A ride the server holds in memory, as last committed. `ride`, `warned`, `liveIndex` and
 /// `autoEndQueued` are read and written only under the registry's view lock; `slot(i)`
 /// belongs to service thread i alone (checked in debug builds), so fan-out needs no lock.
+///
+/// The fields are in the order that packs them: the 106-byte `Ride` leaves two bytes before the
+/// next word, where the flags and the thread count go (168 bytes, a 176-byte heap block, where
+/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one).
 final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
+    /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
     let id: String
     /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride).
     private let planBox: PlanBox
     var plan: FarePlan { planBox.plan }
     /// The committed state: what ticks and reads show.
     var ride: Ride
-    /// Time-limit warnings already sent (seconds-left thresholds).
-    var warned: Set<Int64> = []
+    /// `autoEndQueued` (bit 0) and the warnings sent (`warned`, the bits above).
+    private var flags: UInt8 = 0
+    private let shards: UInt8
     /// Position in the registry's list of rides that tick, for O(1) removal.
-    var liveIndex = -1
-    /// An auto-end is waiting for its commit: the ride stops ticking until it lands.
-    var autoEndQueued = false
+    var liveIndex: Int32 = -1
     /// One per service thread, in one allocation (an array of objects cost 176 bytes a ride).
     private let slots: UnsafeMutablePointer<RideSlot>
-    private let shards: Int
     /// Subscribers on every thread, kept by the threads themselves, so that forgetting an
     /// ended ride never reads another thread's subscriber list.
     let subscriberCount = Atomic<Int>(0)
 
     init(ride: Ride, plan: PlanBox, shards: Int) {
+        precondition(shards > 0 && shards <= Int(UInt8.max), "\(shards) service threads")
         id = ride.id
         self.ride = ride
         planBox = plan
-        self.shards = shards
+        self.shards = UInt8(shards)
         slots = .allocate(capacity: shards)
         slots.initialize(repeating: RideSlot(), count: shards)
     }
 
     deinit {
-        slots.deinitialize(count: shards)
+        slots.deinitialize(count: Int(shards))
         slots.deallocate()
+    }
+
+    /// An auto-end is waiting for its commit: the ride stops ticking until it lands.
+    var autoEndQueued: Bool {
+        get { flags & 1 != 0 }
+        set { flags = newValue ? flags | 1 : flags & ~1 }
+    }
+
+    /// Time-limit warnings already sent (seconds-left thresholds).
+    var warned: WarningsSent {
+        get { WarningsSent(bits: flags >> 1) }
+        set { flags = flags & 1 | newValue.bits << 1 }
     }
 
     /// Service thread `i`'s subscribers and tick frame; only thread `i` may call this.
     func slot(_ i: Int) -> UnsafeMutablePointer<RideSlot> {
-        assert(ServiceThread.current == i && i < shards, "slot \(i) of ride \(id) touched from thread \(ServiceThread.current)")
+        assert(ServiceThread.current == i && i < Int(shards), "slot \(i) of ride \(id) touched from thread \(ServiceThread.current)")
         return slots + i
     }
 }
 
+/// The time-limit warnings a ride has been sent, as bits: the registry warns at 5 minutes and
+/// at 1 minute left, and nowhere else.
+struct WarningsSent: Equatable {
+    fileprivate(set) var bits: UInt8 = 0
+    static let thresholds: [Int64] = [60, 300]
+
+    private static func bit(_ threshold: Int64) -> UInt8 {
+        guard let i = thresholds.firstIndex(of: threshold) else { preconditionFailure("no warning at \(threshold) s") }
+        return 1 << UInt8(i)
+    }
+
+    func contains(_ threshold: Int64) -> Bool { bits & Self.bit(threshold) != 0 }
+    mutating func insert(_ threshold: Int64) { bits |= Self.bit(threshold) }
+}
+
 /// One service thread's view of a ride: its subscribers there, and the tick they still wait for.
 struct RideSlot {
-    var subscribers: [Subscriber] = []
+    var subscribers = SubscriberList()
     /// The batch's encoded tick while a subscriber here still waits for it; nil once none does
     /// (most ticks are written from the fan-out itself), so a ride holds no frame of its own
     /// between ticks. Writes copy it into the thread's staging buffer first: the batch is shared

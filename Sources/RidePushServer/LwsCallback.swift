@@ -85,12 +85,11 @@ extension Shard {
 
     func established(_ wsi: OpaquePointer) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
-        nextSerial += 1
-        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: nextSerial)
+        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: sessions.nextSerial())
         s.writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
         if pending?.echo == true, let limit = hub.config.wsEcho { s.echo = EchoQueue(limit: limit) }
         lws_set_opaque_user_data(wsi, Unmanaged.passRetained(s).toOpaque())
-        sessions[s.serial] = s
+        sessions.add(s)
         hub.metrics.add(hub.metrics.connections)
         connectionCount.wrappingAdd(1, ordering: .relaxed)
         if stopping { s.close(code: 1001, reason: "server shutting down") }
@@ -101,7 +100,7 @@ extension Shard {
         for sub in s.subscriptions { detach(s, sub) }
         s.subscriptions.removeAll()
         dropOpsWatcher(s)
-        sessions[s.serial] = nil
+        sessions.remove(s.serial)
         hub.release(s.peer)
         hub.metrics.add(hub.metrics.connections, -1)
         connectionCount.wrappingAdd(-1, ordering: .relaxed)
@@ -120,9 +119,7 @@ extension Shard {
             // The one moved into its place is found there by its own session from now on.
             slot.pointee.subscribers[i].session.subscriptions.moved(sub.live, to: sub.index)
         }
-        slot.pointee.subscribers.removeLast()
-        // Most rides lose their last watcher and end: hold no buffer for them.
-        if slot.pointee.subscribers.isEmpty { slot.pointee.subscribers = [] }
+        slot.pointee.subscribers.removeLast()  // frees the others' array with the last of them
         sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
         hub.metrics.add(hub.metrics.subscribers, -1)
     }

@@ -95,7 +95,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         if ride.state == .ended {
             v.endedOrder.append(ride.id)
         } else {
-            live.liveIndex = v.live.count
+            live.liveIndex = Int32(v.live.count)
             v.live.append(live)
         }
         return live
@@ -106,11 +106,11 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         live.ride = next
         live.autoEndQueued = false
         if next.state == .ended, live.liveIndex >= 0 {
-            let i = live.liveIndex
+            let i = Int(live.liveIndex)
             let last = v.live.removeLast()
             if i < v.live.count {
                 v.live[i] = last
-                last.liveIndex = i
+                last.liveIndex = Int32(i)
             }
             live.liveIndex = -1
             v.endedOrder.append(live.id)

@@ -4,8 +4,9 @@ import RideCore
 
 /// One WebSocket connection. Owned by the service thread of its shard: only that thread
 /// reads or writes any field, so no lock. The fields are in the order that packs them: the
-/// word-sized ones first, the small ones in the room the subscription list leaves (229 bytes,
-/// a 240-byte heap block where the order they were written in took 243 and a 256-byte one).
+/// small ones in the room `Connection` and the subscription list leave before the next word
+/// (183 bytes with `Connection`'s counts as Int32 and what few sessions have boxed, a 192-byte
+/// heap block; the order they were first written in took 243 and a 256-byte one).
 final class Session {
     let wsi: OpaquePointer
     let peer: String
@@ -13,6 +14,10 @@ final class Session {
     let serial: UInt64
     /// The ride.v1 logic of this connection (auth, rate limit, subscriptions, ordering).
     var conn: Connection
+    var rxTooLarge = false
+    var pingDue = false
+    /// Subscriptions holding an unsent tick (at most one each: newer ticks replace older).
+    var pendingTicks: Int32 = 0
     /// When it was established (monotonic ms): with auth on, it must authenticate within
     /// --handshake-timeout of this or be closed (4401).
     let connectedAt: Int64
@@ -24,13 +29,12 @@ final class Session {
     /// When the message being received started (monotonic ms; 0: none): one whose final
     /// fragment never comes is bounded by --handshake-timeout, not held forever.
     var rxSince: Int64 = 0
-    /// Set on an /echo connection (--ws-echo, tests only): messages are sent back, not decoded.
-    var echo: EchoQueue?
-    /// Close code and reason once we decided to close.
-    var closing: (code: UInt16, reason: String)?
+    /// What few sessions have, boxed: inline, the echo queue and the close reason took 32 bytes
+    /// of every session.
+    private var rare: Rare?
     /// Keepalive (monotonic ms): the later of when the peer last sent anything and when a tick
     /// was last written to it (ticks are traffic too). One field for both: the sweep only ever
-    /// asked for the later of two, and 8 bytes kept the session in a 240-byte heap block.
+    /// asked for the later of two, and 8 bytes less kept the session a heap block smaller.
     private(set) var lastTraffic: Int64
     var lastHeard: Int64 {
         get { lastTraffic }
@@ -41,11 +45,7 @@ final class Session {
         set { lastTraffic = max(lastTraffic, newValue) }
     }
     var subscriptions = SubscriptionList()
-    var rxTooLarge = false
-    var pingDue = false
     var pingSent = false
-    /// Subscriptions holding an unsent tick (at most one each: newer ticks replace older).
-    var pendingTicks: Int32 = 0
     /// Plain TCP, its own connection: ticks may be written from the fan-out (TickStaging.swift).
     var writesDirectly = false
 
@@ -59,6 +59,22 @@ final class Session {
     }
 
     var hasOutbox: Bool { outboxHead < outbox.count }
+
+    /// Set on an /echo connection (--ws-echo, tests only): messages are sent back, not decoded.
+    var echo: EchoQueue? {
+        get { rare?.echo }
+        set { rareBox().echo = newValue }
+    }
+
+    /// Close code and reason once we decided to close.
+    var closing: Closing? { rare?.closing }
+
+    private func rareBox() -> Rare {
+        if let r = rare { return r }
+        let r = Rare()
+        rare = r
+        return r
+    }
 
     func enqueue(_ frame: [UInt8]) {
         outbox.append(frame)
@@ -85,9 +101,21 @@ final class Session {
 
     func close(code: UInt16, reason: String) {
         guard closing == nil else { return }
-        closing = (code, reason)
+        rareBox().closing = Closing(code: code, reason: reason)
         lws_callback_on_writable(wsi)
     }
+}
+
+/// What few sessions have: an echo queue (/echo, tests only), a decision to close.
+final class Rare {
+    var echo: EchoQueue?
+    var closing: Closing?
+}
+
+/// Why a session is closing, once it is.
+struct Closing {
+    let code: UInt16
+    let reason: String
 }
 
 /// A session's subscriptions, in order. Nearly every connection watches one ride: that one is

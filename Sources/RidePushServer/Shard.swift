@@ -34,7 +34,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     private let mailbox = Locked<[ShardEvent]>([])
     /// Sessions on this thread by serial (service thread only). Answers from the store worker
     /// name a session by serial, so one that closed meanwhile is simply not found.
-    var sessions: [UInt64: Session] = [:]
+    var sessions = SessionTable()
+    /// Tokens of HTTP requests waiting for the store worker (sessions have serials of their own).
     var nextSerial: UInt64 = 0
     /// `GET /rides/{id}` connections waiting for the store worker, by wsi (see HTTP.swift).
     var awaitingRide: [OpaquePointer: (token: UInt64, ride: String)] = [:]
@@ -189,33 +190,31 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             var held = false
             var staged = -1
             // In place: the subscribers are plain structs, so walking them retains nothing.
-            slot.pointee.subscribers.withUnsafeMutableBufferPointer { subs in
-                for j in subs.indices {
-                    if subs[j].pending {
-                        let s = subs[j].session
-                        held = true
-                        coalesced += 1
-                        if subs[j].overdue(now, lag: lag), s.closing == nil {
-                            hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-                            // Hard: the socket is choked, so the close frame may never get out either.
-                            closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
-                        }
-                        continue
+            slot.pointee.subscribers.forEachInPlace { sub in
+                if sub.pending {
+                    let s = sub.session
+                    held = true
+                    coalesced += 1
+                    if sub.overdue(now, lag: lag), s.closing == nil {
+                        hub.metrics.add(hub.metrics.slowConsumerDisconnects)
+                        // Hard: the socket is choked, so the close frame may never get out either.
+                        closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
                     }
-                    // Guaranteed for the call: a strong copy cost a retain and a release per subscriber.
-                    let written = subs[j].ref._withUnsafeGuaranteedRef { s -> Bool in
-                        if s.pendingTicks == 0, s.writesDirectly {
-                            if staged < 0 { staged = stage(batch, k) }
-                            if writeStagedTick(s, staged) { return true }
-                        }
-                        s.pendingTicks += 1
-                        if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
-                        return false
+                    return
+                }
+                // Guaranteed for the call: a strong copy cost a retain and a release per subscriber.
+                let written = sub.ref._withUnsafeGuaranteedRef { s -> Bool in
+                    if s.pendingTicks == 0, s.writesDirectly {
+                        if staged < 0 { staged = stage(batch, k) }
+                        if writeStagedTick(s, staged) { return true }
                     }
-                    if !written {
-                        held = true
-                        subs[j].tickPending(now)
-                    }
+                    s.pendingTicks += 1
+                    if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
+                    return false
+                }
+                if !written {
+                    held = true
+                    sub.tickPending(now)
                 }
             }
             slot.pointee.frame = held ? batch.frame(k, pre: pre) : nil
@@ -240,7 +239,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         // Tokens that expired (past the leeway) since they were checked: refused, 4401.
         let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
         let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
-        for s in sessions.values {
+        sessions.forEach { s in
             if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
             // An upgrade that never authenticates would hold its per-address place forever.
             if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {

@@ -488,6 +488,38 @@ final class RideTests: XCTestCase {
         XCTAssertEqual(Ride.instant(t0, plusSeconds: Int64.max / 1000), Int64.max)
     }
 
+    /// The optionals are stored as sentinels: nil, zero and the extremes read back as given,
+    /// and the pause and end instants come and go with the transitions.
+    func testOptionalsReadBackThroughTheirSentinels() {
+        let clock = ManualClock(t0)
+        XCTAssertNil(newRide(clock).limit)
+        XCTAssertEqual(newRide(clock, limit: 0).limit, 0)
+        XCTAssertEqual(newRide(clock, limit: -5).limit, -5)
+        XCTAssertEqual(newRide(clock, limit: Int64.max).limit, Int64.max)
+        XCTAssertEqual(newRide(clock, limit: Int64.min).limit, Int64.min + 1, "the sentinel itself is not a limit")
+        XCTAssertEqual(newRide(clock, limit: Int64.min).remainingSeconds(at: t0), 0)
+        var ride = newRide(clock, limit: 60)
+        XCTAssertNil(ride.pausedSince)
+        XCTAssertNil(ride.endedAt)
+        XCTAssertNil(ride.endReason)
+        clock.advance(seconds: 10)
+        perform(&ride, .pause, clock)
+        XCTAssertEqual(ride.pausedSince, t0 + 10_000)
+        clock.advance(seconds: 5)
+        perform(&ride, .resume, clock)
+        XCTAssertNil(ride.pausedSince)
+        XCTAssertEqual(ride.pausedMillisBefore, 5_000)
+        clock.advance(seconds: 1)
+        perform(&ride, .end, clock)
+        XCTAssertEqual(ride.endedAt, t0 + 16_000)
+        XCTAssertEqual(ride.endReason, .rider)
+        XCTAssertEqual(ride.limit, 60)
+        XCTAssertNotEqual(newRide(clock, limit: nil), newRide(clock, limit: 0))
+        // Held by the book, the registry and every change in flight: the optionals in place took 136.
+        XCTAssertEqual(MemoryLayout<Ride>.size, 106)
+        XCTAssertEqual(MemoryLayout<RideBook.Entry>.stride, 120)
+    }
+
     // MARK: remaining
 
     func testRemainingSeconds() {

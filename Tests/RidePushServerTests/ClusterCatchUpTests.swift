@@ -16,7 +16,7 @@ final class ClusterCatchUpTests: XCTestCase {
         let store = MemoryStore()
         let catchUp = ClusterCatchUp(cursor: JournalCursor(txid: 0, position: 0))
         let a = Ride(id: "a", planID: "p", owner: "u", limit: nil, startedAt: t0)
-        let book = ["a": RideBook.Entry(ride: a, seq: 1)]
+        let book: RideBook.Rides = ["a": RideBook.Entry(ride: a, seq: 1)]
         let updates = try catchUp.merge([
             feed("a", 3, .resume(at: t0 + 3_000)),      // before its predecessor: transaction ids are not commit order
             feed("b", 1, .start(at: t0 + 10), limit: 600),

@@ -1,0 +1,32 @@
+import Glibc
+import XCTest
+@testable import RideCore
+@testable import RidePushServer
+
+/// What one ride and one connection cost in heap blocks, from malloc itself: the layouts that
+/// keep them in these blocks are easy to undo with one more field (issue 16's memory figures).
+final class HeapBlockTests: XCTestCase {
+    /// glibc's malloc_usable_size (in <malloc.h>, which Glibc's Swift overlay does not include).
+    private func usable(_ object: AnyObject) -> Int {
+        typealias UsableSize = @convention(c) (UnsafeMutableRawPointer?) -> Int
+        let f = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_usable_size"), to: UsableSize.self)
+        return f(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    func testALiveRideTakesA176ByteBlock() {
+        let live = LiveRide(ride: Ride(id: "r-abcdefghij", planID: "default", owner: nil, limit: 600, startedAt: 0),
+                            plan: PlanBox(.standard), shards: 2)
+        XCTAssertEqual(usable(live), 168, "a 176-byte block (it was 240)")
+        // Two slots, each with its first subscriber inline, in one block.
+        XCTAssertEqual(MemoryLayout<RideSlot>.stride, 32)
+        XCTAssertEqual(MemoryLayout<SubscriberList>.size, 24)
+    }
+
+    func testASessionTakesA192ByteBlock() {
+        let s = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "127.0.0.1:40000", serial: 1)
+        XCTAssertEqual(usable(s), 184, "a 192-byte block (it was 240)")
+        XCTAssertNil(s.echo)
+        XCTAssertNil(s.closing)
+        XCTAssertEqual(MemoryLayout<Connection>.size, 58)
+    }
+}
