@@ -180,16 +180,7 @@ final class SQLiteConnection {
             sqlite3_clear_bindings(stmt)
         }
         try bind(binds, to: stmt, sql: sql)
-        while true {
-            let rc = sqlite3_step(stmt)
-            if rc == SQLITE_ROW {
-                try row(SQLRow(stmt: stmt))
-            } else if rc == SQLITE_DONE {
-                return
-            } else {
-                throw error(rc, currentMessage(rc), doing: sql)
-            }
-        }
+        try steps(stmt, sql: sql, row: row)
     }
 
     /// The statement for `sql`, prepared now or taken from the cache.
@@ -205,6 +196,11 @@ final class SQLiteConnection {
         var binder = SQLBinder(stmt: stmt)
         bind(&binder)
         if binder.rc != SQLITE_OK { throw error(binder.rc, currentMessage(binder.rc), doing: s.sql) }
+        try steps(stmt, sql: s.sql, row: row)
+    }
+
+    /// Steps a bound statement to its end, calling `row` for each result row.
+    private func steps(_ stmt: OpaquePointer, sql: String, row: (SQLRow) throws(StoreError) -> Void) throws(StoreError) {
         while true {
             let rc = sqlite3_step(stmt)
             if rc == SQLITE_ROW {
@@ -212,7 +208,7 @@ final class SQLiteConnection {
             } else if rc == SQLITE_DONE {
                 return
             } else {
-                throw error(rc, currentMessage(rc), doing: s.sql)
+                throw error(rc, currentMessage(rc), doing: sql)
             }
         }
     }

@@ -20,24 +20,12 @@ func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 /// Behaviour both stores must share; each test runs it against a fresh store of each kind.
 /// `reopen` gives the same store again (SQLite: closes and reopens the file), so everything
 /// checked after it is checked from disk.
-final class RideStoreSemanticsTests: XCTestCase {
-    var dir: URL!
-
-    override func setUpWithError() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: dir)
-    }
-
+final class RideStoreSemanticsTests: StoreDirectoryTestCase {
     /// Runs `body` with a memory store, an SQLite file and a PostgreSQL database (skipped,
     /// after the other two ran, when PostgreSQL is not installed).
     func forEachStore(_ body: (_ store: () throws(StoreError) -> any RideStore, _ reopen: (any RideStore) throws(StoreError) -> any RideStore) throws -> Void) throws {
         let memory = MemoryStore()
         try body({ () throws(StoreError) in memory }, { (s: any RideStore) throws(StoreError) in s })
-        let path = dir.appendingPathComponent("rides.db").path
         try body({ () throws(StoreError) in try SQLiteStore(path: path) }, { (s: any RideStore) throws(StoreError) in
             s.close()
             return try SQLiteStore(path: path)

@@ -4,19 +4,7 @@ import RideCore
 @testable import RideStore
 
 /// What only the SQLite file can get wrong: schema versions, bad files, write failures.
-final class SQLiteFileTests: XCTestCase {
-    var dir: URL!
-    var path: String { dir.appendingPathComponent("rides.db").path }
-
-    override func setUpWithError() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: dir)
-    }
-
+final class SQLiteFileTests: StoreDirectoryTestCase {
     func versions(_ path: String) throws -> [Int64] {
         let raw = try SQLiteConnection(path: path)
         defer { raw.close() }

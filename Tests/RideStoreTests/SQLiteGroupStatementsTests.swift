@@ -5,19 +5,7 @@ import RideCore
 
 /// The SQLite store's multi-row writes and batched reads (SQLiteGroupStatements.swift): the
 /// same results as one write at a time, in the shapes it prepares.
-final class SQLiteGroupStatementsTests: XCTestCase {
-    var dir: URL!
-    var path: String { dir.appendingPathComponent("rides.db").path }
-
-    override func setUpWithError() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ridestore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: dir)
-    }
-
+final class SQLiteGroupStatementsTests: StoreDirectoryTestCase {
     func key(_ id: String) -> ReplyKey { ReplyKey(scope: "u", id: id) }
     func record(_ id: String, _ b: [UInt8], at: UnixMillis = t0) -> ReplyRecord {
         ReplyRecord(key: key(id), request: "req \(id)", bytes: b, at: at)
