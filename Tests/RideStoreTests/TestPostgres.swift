@@ -15,6 +15,8 @@ final class TestPostgres {
     let port: Int
     let bin: String
     private let process: Process
+    /// Signalled once when postgres exits: every wait on it ends at the exit, not at a poll.
+    private let exited = DispatchSemaphore(value: 0)
 
     /// The binaries' folder, or nil when PostgreSQL is not installed (`make test` installs
     /// it; a developer without it gets a skip that says so).
@@ -75,6 +77,7 @@ final class TestPostgres {
         let log = FileHandle(forWritingAtPath: "\(dir)/server.log")
         process.standardOutput = log
         process.standardError = log
+        process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()
         let deadline = Date().addingTimeInterval(30)
         while true {
@@ -84,7 +87,8 @@ final class TestPostgres {
                 stop()
                 throw HarnessError("postgres did not start on port \(port):\n\(text)")
             }
-            usleep(100_000)
+            // Not ready yet: try again in 100 ms, or at once if postgres exits meanwhile.
+            if exited.wait(timeout: .now() + .milliseconds(100)) == .success { exited.signal() }
         }
     }
 
@@ -96,9 +100,10 @@ final class TestPostgres {
     func stop() {
         if process.isRunning {
             kill(process.processIdentifier, SIGINT)
-            let deadline = Date().addingTimeInterval(20)
-            while process.isRunning && Date() < deadline { usleep(50_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+            if exited.wait(timeout: .now() + .seconds(20)) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
         }
         try? FileManager.default.removeItem(atPath: dir)
     }
