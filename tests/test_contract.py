@@ -204,6 +204,16 @@ def wait_connections(srv, n, timeout=5):
         time.sleep(0.05)
 
 
+def wait_fds(srv, n, timeout=5):
+    deadline = time.monotonic() + timeout
+    while True:
+        have = len(os.listdir("/proc/%d/fd" % srv.proc.pid))
+        if have == n:
+            return
+        assert time.monotonic() < deadline, (have, n)
+        time.sleep(0.05)
+
+
 def test_metrics_pass_promtool_and_count_files_honestly():
     t0 = time.time()
     with Server(popen_kwargs={"preexec_fn": lower_nofile(1234)}) as srv:
@@ -231,6 +241,9 @@ def test_metrics_pass_promtool_and_count_files_honestly():
         clients = [Client(srv.ws) for _ in range(50)]
         try:
             wait_connections(srv, 50)
+            # The gauge drops at the close callback; lws may close dev's descriptor (and the
+            # /healthz polls' ones) a moment later, so wait, bounded, for exactly the 50 sockets.
+            wait_fds(srv, fds_now - 2 + 50)
             _, _, text2, conn2 = scrape(srv.port)
             conn2.close()
         finally:
