@@ -5,6 +5,7 @@ second, a COMMIT of unknown fate stopping the server, request ids reused for som
 sessions that never authenticate, two servers on one file, re-authentication, and a message
 whose last fragment never comes. Every wait is bounded."""
 import base64
+import concurrent.futures
 import contextlib
 import hashlib
 import hmac
@@ -226,11 +227,17 @@ def test_no_tick_after_ended_across_four_threads_ending_at_the_turn_of_a_second(
             for r in ids:
                 assert dev.wait_for(lambda m, r=r: m.get("id") == "e-" + r, 5)["state"] == "ended"
             time.sleep(1.5)  # the next tick, which must not carry them
-            for r, w in watchers:
+
+            def until_quiet(w):
                 msgs = []
                 with contextlib.suppress(TimeoutError):
                     while True:
                         msgs.append(w.recv(timeout=0.2))
+                return msgs
+            # Each watcher waits for its own 0.2 s of silence, all at once rather than in turn.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(watchers)) as pool:
+                heard = list(pool.map(until_quiet, [w for _, w in watchers]))
+            for (r, w), msgs in zip(watchers, heard):
                 ended = [i for i, m in enumerate(msgs) if m["type"] == "state" and m.get("state") == "ended"]
                 assert len(ended) == 1, (r, msgs)
                 after = [m for m in msgs[ended[0]:] if m["type"] == "tick" and m["ride"] == r]
