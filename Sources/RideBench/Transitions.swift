@@ -118,10 +118,14 @@ final class BenchSocket {
     func drain(_ onText: (UnsafeRawBufferPointer) -> Void) -> Bool {
         while true {
             if filled == buffer.count { return false }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + filled, $0.count - filled, Int32(MSG_DONTWAIT)) }
+            let room = buffer.count - filled
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + filled, room, Int32(MSG_DONTWAIT)) }
             if n == 0 { return false }
             if n < 0 { return errno == EAGAIN || errno == EINTR }
             filled += n
+            // A read that did not fill the room took everything there was: return without the
+            // read that would only say EAGAIN (epoll is level-triggered and reports what comes next).
+            let more = n == room
             let used = buffer.withUnsafeMutableBytes { p -> Int? in
                 consumeFrames(UnsafeMutableRawBufferPointer(rebasing: p[..<filled]), maxFrame: p.count) { op, payload in
                     if op == WSOpcode.text { onText(payload) }
@@ -135,6 +139,7 @@ final class BenchSocket {
                 }
                 filled -= used
             }
+            if !more { return true }
         }
     }
 
@@ -226,32 +231,33 @@ enum TransitionBench {
             ep.ctl(Epoll.ctlAdd, s.fd, events: Epoll.IN, token: UInt32(socks.count))
             socks.append(s)
         }
-        let run = getpid()
-        // lane state: cycle number and whether the ride is started (next is end)
-        let lanes = o.connections * o.depth
-        var cycle = [Int](repeating: 0, count: lanes)
-        var started = [Bool](repeating: false, count: lanes)
-        var sentAt = [Int64](repeating: 0, count: lanes)
+        var lanes = TransitionLanes(count: o.connections * o.depth, run: Int(getpid()))
         var outstanding = 0
         var ok = 0, errors = 0
         var firstError: String?
+        var stray: String?
         var hist = LatencyHistogram()
-        func send(_ lane: Int) {
-            let c = lane / o.depth
-            let ride = "bt\(run)-\(lane)-\(cycle[lane])"
-            // The run's pid in the request id too: a server reused for a second run would
-            // refuse a request id already used (exactly-once), not answer it.
-            let id = "\(lane).\(cycle[lane]).\(started[lane] ? "e" : "s").\(run)"
-            let msg = started[lane] ? #"{"type":"end","id":"\#(id)","ride":"\#(ride)"}"#
-                : #"{"type":"start","id":"\#(id)","ride":"\#(ride)"}"#
-            sentAt[lane] = monotonicMicros()
-            socks[c].sendText(msg)
-            outstanding += 1
+        // One send per connection per turn: the requests its replies made room for go out
+        // together (a pipelining client's writes), each timed from that send.
+        var out = [UInt8]()
+        out.reserveCapacity(4096)
+        var batch: [Int] = []
+        func flush(_ s: BenchSocket) {
+            guard !out.isEmpty else { return }
+            let t = monotonicMicros()
+            for lane in batch { lanes.sentAt[lane] = t }
+            outstanding += batch.count
+            s.send(out)
+            out.removeAll(keepingCapacity: true)
+            batch.removeAll(keepingCapacity: true)
         }
         let commits0 = storeCounter(o, "ridepush_store_commits_total"), syncs0 = storeCounter(o, "ridepush_store_syncs_total")
         let start = monotonicMicros()
         let stopAt = start + Int64(o.duration) * 1_000_000
-        for lane in 0..<lanes { send(lane) }
+        for (c, s) in socks.enumerated() {
+            for lane in c * o.depth..<(c + 1) * o.depth { lanes.appendRequest(lane, to: &out); batch.append(lane) }
+            flush(s)
+        }
         var events = [UInt8](repeating: 0, count: Epoll.eventSize * 256)
         var sending = true
         let drainDeadline = stopAt + 15_000_000
@@ -264,22 +270,25 @@ enum TransitionBench {
                 let (_, token) = events.withUnsafeMutableBytes { Epoll.event($0.baseAddress!, i) }
                 let s = socks[Int(token)]
                 let alive = s.drain { payload in
-                    guard let r = stringRange(payload, key: "id") else { return }
-                    let id = String(decoding: UnsafeRawBufferPointer(rebasing: payload[r]), as: UTF8.self)
-                    guard let dot = id.firstIndex(of: "."), let lane = Int(id[..<dot]), lane < lanes else { return }
+                    guard let lane = lanes.lane(answeredBy: payload) else {
+                        // Not the reply to a request in flight: the figures would not be what they say.
+                        stray = stray ?? String(decoding: payload.prefix(200), as: UTF8.self)
+                        return
+                    }
                     let t = monotonicMicros()
                     outstanding -= 1
-                    if let tr = stringRange(payload, key: "type"), payload[tr.lowerBound] == UInt8(ascii: "s") {
+                    if isStateReply(payload) {
                         ok += 1
-                        hist.record(micros: t - sentAt[lane])
+                        hist.record(micros: t - lanes.sentAt[lane])
                     } else {
                         errors += 1
                         if firstError == nil { firstError = String(decoding: payload, as: UTF8.self) }
                     }
-                    if started[lane] { cycle[lane] += 1 }
-                    started[lane].toggle()
-                    if sending { send(lane) }
+                    lanes.answered(lane)
+                    if sending { lanes.appendRequest(lane, to: &out); batch.append(lane) }
                 }
+                flush(s)
+                if let stray { throw .failed("a message that answers no request in flight: \(stray)") }
                 if !alive { throw .failed("the server closed a connection (\(firstError ?? "no error message"))") }
             }
         }

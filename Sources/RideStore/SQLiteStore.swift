@@ -25,6 +25,10 @@ public final class SQLiteStore: LogSyncing {
     /// the next commit or prune (the only writes), so never older than the store's state.
     var prefetchedReplies: [ReplyKey: StoredReply?]?
     var prefetchedRides: [String: StoredRide?]?
+    /// Every ride id and reply key in the file, so looking up one never written reads nothing
+    /// (KeyFilter.swift). Built at open; nil (every lookup reads) if a rebuild failed.
+    var rideIDs: KeyFilter?
+    var replyKeys: KeyFilter?
 
     /// Opens or creates the store at `path`, upgrading an older schema. Throws, with a message
     /// naming the file: `.unavailable` (directory, unwritable, locked), `.corrupt` (not an
@@ -35,6 +39,7 @@ public final class SQLiteStore: LogSyncing {
         do {
             lockFD = try Self.lock(path)
             try configureAndMigrate()
+            try buildFilters()
             try startCheckpointer()
             syncer = try SQLiteLogSync(logPath: path + "-wal")
             try db.exec("PRAGMA synchronous = NORMAL")
@@ -57,6 +62,8 @@ public final class SQLiteStore: LogSyncing {
         groupStatements = [:]  // finalized by db.close()
         prefetchedReplies = nil
         prefetchedRides = nil
+        rideIDs = nil  // a closed store answers every lookup with its error, not from memory
+        replyKeys = nil
         db.close()
         if lockFD >= 0 { Glibc.close(lockFD) }
         lockFD = -1
@@ -112,6 +119,7 @@ public final class SQLiteStore: LogSyncing {
     public func commitUnsynced(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
         prefetchedReplies = nil
         prefetchedRides = nil
+        noteKeys(batch)
         try db.run("BEGIN IMMEDIATE")
         var results: [WriteResult] = []
         results.reserveCapacity(batch.count)
@@ -260,6 +268,7 @@ public final class SQLiteStore: LogSyncing {
 
     public func ride(_ id: String) throws(StoreError) -> StoredRide? {
         if let cached = prefetchedRides?[id] { return cached }
+        if let f = rideIDs, !f.mayContain(KeyFilter.hash(id)) { return nil }
         return try load(id)
     }
 
@@ -283,11 +292,51 @@ public final class SQLiteStore: LogSyncing {
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
         if let cached = prefetchedReplies?[key] { return cached }
+        if let f = replyKeys, !f.mayContain(KeyFilter.hash(key.scope, key.id)) { return nil }
         var out: StoredReply?
         try db.query("SELECT bytes, request FROM replies WHERE scope = ? AND id = ?", [.text(key.scope), .text(key.id)]) {
             (r: SQLRow) throws(StoreError) in out = StoredReply(request: r.optionalText(1), bytes: r.blob(0))
         }
         return out
+    }
+
+    // MARK: key filters
+
+    private func buildFilters() throws(StoreError) {
+        rideIDs = try filter("SELECT id FROM rides") { KeyFilter.hash($0.text(0)) }
+        replyKeys = try filter("SELECT scope, id FROM replies") { KeyFilter.hash($0.text(0), $0.text(1)) }
+    }
+
+    /// A filter of every key `sql` lists, with room for as many again before its rebuild.
+    private func filter(_ sql: String, _ hash: (SQLRow) -> UInt64) throws(StoreError) -> KeyFilter {
+        var hashes: [UInt64] = []
+        try db.query(sql) { (r: SQLRow) throws(StoreError) in hashes.append(hash(r)) }
+        var f = KeyFilter(capacity: 2 * hashes.count)
+        for h in hashes { f.insert(h) }
+        return f
+    }
+
+    /// Adds the keys `batch` writes, before any of it is written; first rebuilds a filter that
+    /// is past its capacity from the committed file (so sized by the rows there now, which
+    /// pruning keeps bounded; a scan of two covering indexes, made rare by the doubling).
+    private func noteKeys(_ batch: [StoreWrite]) {
+        if rideIDs?.needsRebuild == true || replyKeys?.needsRebuild == true {
+            do throws(StoreError) { try buildFilters() } catch {
+                rideIDs = nil  // every lookup reads the table again: slower, still exact
+                replyKeys = nil
+            }
+        }
+        for write in batch {
+            let reply: ReplyRecord?
+            switch write {
+            case .create(let new, let r):
+                rideIDs?.insert(KeyFilter.hash(new.id))
+                reply = r
+            case .append(_, let r):
+                reply = r
+            }
+            if let reply { replyKeys?.insert(KeyFilter.hash(reply.key.scope, reply.key.id)) }
+        }
     }
 
     // MARK: private

@@ -152,7 +152,8 @@ final class SQLiteGroupStatementsTests: StoreDirectoryTestCase {
         XCTAssertNil(try store.reply(for: key("r-none")))
         XCTAssertEqual(try store.ride("m64")?.journal, [.start(at: t0)])
         XCTAssertNil(try store.ride("none"))
-        XCTAssertEqual(shapes(store, .replyReads), [1, 2, 128])
+        // "r-none" and "nope" were never written: the key filter answers them, no row is read.
+        XCTAssertEqual(shapes(store, .replyReads), [2, 128])
         XCTAssertEqual(shapes(store, .rideReads), [1, 2, 128])
         // prune drops the replies read too.
         try store.prune(repliesBefore: t0)
@@ -173,5 +174,51 @@ extension SQLiteGroupStatementsTests {
         XCTAssertEqual(storeError { () throws(StoreError) in try store.reply(for: key("k1")) }?.kind, .unavailable)
         XCTAssertEqual(storeError { () throws(StoreError) in try store.ride("a") }?.kind, .unavailable)
         XCTAssertEqual(storeError { () throws(StoreError) in try store.commit([create("c"), create("d")]) }?.kind, .unavailable)
+    }
+}
+
+extension SQLiteGroupStatementsTests {
+    /// Keys never written are answered from the key filter (KeyFilter.swift) without a read;
+    /// every key in the file, written before the store opened or since, is read.
+    func testKeysNeverWrittenNeedNoReadAndEveryWrittenOneIsRead() throws {
+        var store = try SQLiteStore(path: path)
+        XCTAssertEqual(try store.commit([create("old", reply: "q-old")]), [.written])
+        store.close()
+        store = try SQLiteStore(path: path)  // the filters rebuilt from the file
+        XCTAssertEqual(try store.commit([create("new", reply: "q-new"), create("b")]), [.written, .written])
+        // Behind the store's back: now any read fails, so a lookup answered without one is seen.
+        try store.db.run("ALTER TABLE replies RENAME TO replies_gone")
+        try store.db.run("ALTER TABLE transitions RENAME TO transitions_gone")
+        XCTAssertNil(try store.reply(for: key("q-never")))
+        XCTAssertNil(try store.ride("never"))
+        for k in ["q-old", "q-new"] {
+            XCTAssertNotNil(storeError { () throws(StoreError) in try store.reply(for: key(k)) }, k)
+        }
+        for r in ["old", "new", "b"] {
+            XCTAssertNotNil(storeError { () throws(StoreError) in try store.ride(r) }, r)
+        }
+        store.prefetchReplies([key("q-never"), key("q-nor")])
+        store.prefetchRides(["never", "nor"])
+        XCTAssertEqual(shapes(store, .replyReads), [])
+        XCTAssertEqual(shapes(store, .rideReads), [])
+        XCTAssertNil(try store.reply(for: key("q-nor")))
+        XCTAssertNil(try store.ride("nor"))
+        store.close()
+    }
+
+    func testAFilterSaysAbsentOnlyForKeysNeverInsertedAndAsksForARebuildPastItsCapacity() {
+        var f = KeyFilter(capacity: 1000)
+        XCTAssertEqual(f.capacity, 32_768)  // the smallest: 2^19 bits
+        let hashes = (0..<32_768).map { KeyFilter.hash("s", "id-\($0)") }
+        for h in hashes { f.insert(h) }
+        XCTAssertFalse(f.needsRebuild)
+        XCTAssertTrue(hashes.allSatisfy(f.mayContain))
+        // At capacity about 1 in 1,000 of the others is a false "maybe" (Hasher is seeded per process).
+        let others = (0..<100_000).filter { f.mayContain(KeyFilter.hash("s", "other-\($0)")) }.count
+        XCTAssertLessThan(others, 500)
+        f.insert(KeyFilter.hash("one more"))
+        XCTAssertTrue(f.needsRebuild)
+        XCTAssertEqual(KeyFilter(capacity: 32_769).capacity, 65_536)
+        XCTAssertNotEqual(KeyFilter.hash("a", "bc"), KeyFilter.hash("ab", "c"))
     }
 }
