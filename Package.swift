@@ -35,7 +35,8 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out).
+        // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out), and the service
+        // threads' poll() answered from epoll (poll_epoll.c).
         .target(name: "CEpoll"),
         // The command-line parser every command shares (serve, ride, token, bench); standard library only.
         .target(name: "RideOptions"),
@@ -56,7 +57,7 @@ let package = Package(
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
         .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
-        .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets"]),
+        .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets", "CEpoll"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
@@ -67,7 +68,7 @@ let package = Package(
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
-        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore"]),
+        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
     ],

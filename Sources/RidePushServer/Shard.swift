@@ -1,3 +1,4 @@
+import CEpoll
 import CLibWebSockets
 import Foundation
 import RideAuth
@@ -42,6 +43,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// Responses made off the HTTP callback, written on HTTP_WRITEABLE.
     var deferredResponses: [OpaquePointer: (status: UInt32, body: [UInt8])] = [:]
     var stopping = false
+    /// This thread's poll() answered from epoll (Sources/CEpoll/poll_epoll.c); it also watches
+    /// the listener. nil if epoll was unavailable: lws's own poll() then serves as before.
+    let loop: OpaquePointer? = cepoll_loop_new()
+    /// Whether the listener is watched through lws (only without `loop`).
     var acceptor: OpaquePointer?
     let listenFD: Int32
     let pre = Int(clws_pre())
@@ -78,6 +83,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     }
 
     deinit {
+        cepoll_loop_free(loop)
         staging.deallocate()
         tickTimer.deallocate()
         backoffTimer.deallocate()
@@ -116,6 +122,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// The service loop; returns when a shutdown has closed every session (or timed out).
     func run() {
         ServiceThread.enter(index)
+        cepoll_loop_enter(loop)
+        defer { cepoll_loop_enter(nil) }
         watchListener()
         if index == 0 { hub.ticker.start(on: self) }
         var deadline: Int64 = .max
@@ -126,6 +134,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                 if sessions.isEmpty || monotonicMillis() > deadline { break }
             }
             if lws_service(context, 0) < 0 { break }
+            if cepoll_loop_take_listener(loop) != 0 { _ = acceptReady() }
         }
     }
 
@@ -342,6 +351,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     func watchListener() {
         // Another thread may have taken the spare's slot while this one refused with it.
         if spareFD < 0 { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        if let loop {
+            if cepoll_loop_listen(loop, listenFD, 1) < 0 { Log.error("thread \(index): could not watch the listening socket") }
+            return
+        }
         var fd = lws_sock_file_fd_type()
         fd.filefd = dup(listenFD)
         // At the file limit another thread may take the descriptor this one freed when it
@@ -380,6 +393,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             // seconds, so --slow-consumer-lag can apply, and cannot pin megabytes of kernel memory.
             var sndbuf: Int32 = 32 * 1024
             setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, socklen_t(MemoryLayout<Int32>.size))
+            cepoll_loop_forget(loop, fd)
             if lws_adopt_socket_vhost(vhost, fd) == nil {
                 close(fd)
                 hub.metrics.add(hub.metrics.refusedConnections)
@@ -406,6 +420,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             Log.warn("out of file descriptors (limit reached): refusing new connections for now; existing subscribers keep their ticks")
         }
         acceptor = nil
+        if let loop { cepoll_loop_listen(loop, listenFD, 0) }
         backoffMillis = min(max(100, backoffMillis * 2), 2000)
         watchListenerLater()
     }
