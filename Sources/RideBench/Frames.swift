@@ -81,6 +81,13 @@ public func consumeFrames(_ buffer: UnsafeMutableRawBufferPointer, maxFrame: Int
 public func maskedFrame(opcode: UInt8, payload: some Collection<UInt8>, mask: UInt32) -> [UInt8] {
     var out: [UInt8] = []
     out.reserveCapacity(payload.count + 14)
+    appendMaskedFrame(opcode: opcode, payload: payload, mask: mask, to: &out)
+    return out
+}
+
+/// Appends a masked client frame (FIN set) to `out`: a pipelining client writes several
+/// into one buffer, with no array per frame.
+public func appendMaskedFrame(opcode: UInt8, payload: some Collection<UInt8>, mask: UInt32, to out: inout [UInt8]) {
     out.append(0x80 | opcode)
     let n = payload.count
     if n < 126 {
@@ -92,8 +99,10 @@ public func maskedFrame(opcode: UInt8, payload: some Collection<UInt8>, mask: UI
         out.append(0x80 | 127)
         for s in stride(from: 56, through: 0, by: -8) { out.append(UInt8((UInt64(n) >> UInt64(s)) & 0xFF)) }
     }
-    let key = [UInt8(mask >> 24), UInt8((mask >> 16) & 0xFF), UInt8((mask >> 8) & 0xFF), UInt8(mask & 0xFF)]
-    out.append(contentsOf: key)
-    for (i, b) in payload.enumerated() { out.append(b ^ key[i & 3]) }
-    return out
+    for s in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: mask >> UInt32(s))) }
+    var i: UInt32 = 0
+    for b in payload {
+        out.append(b ^ UInt8(truncatingIfNeeded: mask >> (24 - 8 * (i & 3))))
+        i &+= 1
+    }
 }

@@ -20,7 +20,7 @@ struct TransitionLanes {
     private var idLength: [Int]
     private var payload: [UInt8] = []
     static let idRoom = 64
-    static let mask: (UInt8, UInt8, UInt8, UInt8) = (0x12, 0x34, 0x56, 0x78)
+    static let mask: UInt32 = 0x1234_5678
 
     init(count: Int, run: Int) {
         self.count = count
@@ -47,24 +47,7 @@ struct TransitionLanes {
         precondition(n <= Self.idRoom)
         for i in 0..<n { ids[lane * Self.idRoom + i] = payload[idStart + i] }
         idLength[lane] = n
-        let len = payload.count
-        out.append(0x81)  // FIN, text
-        if len < 126 {
-            out.append(0x80 | UInt8(len))
-        } else {
-            out.append(0x80 | 126); out.append(UInt8(len >> 8)); out.append(UInt8(len & 0xFF))
-        }
-        let k = Self.mask
-        out.append(k.0); out.append(k.1); out.append(k.2); out.append(k.3)
-        var i = 0
-        while i + 4 <= len {
-            out.append(payload[i] ^ k.0); out.append(payload[i + 1] ^ k.1)
-            out.append(payload[i + 2] ^ k.2); out.append(payload[i + 3] ^ k.3)
-            i += 4
-        }
-        if i < len { out.append(payload[i] ^ k.0); i += 1 }
-        if i < len { out.append(payload[i] ^ k.1); i += 1 }
-        if i < len { out.append(payload[i] ^ k.2) }
+        appendMaskedFrame(opcode: WSOpcode.text, payload: payload, mask: Self.mask, to: &out)
     }
 
     /// The lane `reply` answers: its `"id"` must be, byte for byte, the id of the request that

@@ -181,7 +181,7 @@ extension SQLiteStore: GroupReads {
         guard !keys.isEmpty else { return }
         var found: [StoredReply?] = Array(repeating: nil, count: keys.count)
         // Only the keys the file may hold: the rest were never written.
-        let maybe = replyKeys.map { f in keys.indices.filter { f.mayContain(KeyFilter.hash(keys[$0].scope, keys[$0].id)) } } ?? Array(keys.indices)
+        let maybe = keys.indices.filter { mayHold(replyKey: keys[$0]) }
         do throws(StoreError) {
             try inGroups(maybe, .replyReads, bind: { b, i in b.int(Int64(i)); b.text(keys[i].scope); b.text(keys[i].id) }) {
                 (r: SQLRow) throws(StoreError) in found[Int(r.int(0))] = StoredReply(request: r.optionalText(2), bytes: r.blob(1))
@@ -204,7 +204,7 @@ extension SQLiteStore: GroupReads {
         cache.reserveCapacity(unique.count)
         for id in unique { cache[id] = .some(nil) }
         // Only the ids the file may hold: the rest were never written.
-        let maybe = rideIDs.map { f in unique.filter { f.mayContain(KeyFilter.hash($0)) } } ?? unique
+        let maybe = unique.filter { mayHold(rideID: $0) }
         do throws(StoreError) {
             let rides = try loadRides { (row: (SQLRow) throws(StoreError) -> Void) throws(StoreError) in
                 try inGroups(maybe, .rideReads, bind: { b, id in b.text(id) }, row: row)

@@ -268,7 +268,7 @@ public final class SQLiteStore: LogSyncing {
 
     public func ride(_ id: String) throws(StoreError) -> StoredRide? {
         if let cached = prefetchedRides?[id] { return cached }
-        if let f = rideIDs, !f.mayContain(KeyFilter.hash(id)) { return nil }
+        guard mayHold(rideID: id) else { return nil }
         return try load(id)
     }
 
@@ -292,7 +292,7 @@ public final class SQLiteStore: LogSyncing {
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {
         if let cached = prefetchedReplies?[key] { return cached }
-        if let f = replyKeys, !f.mayContain(KeyFilter.hash(key.scope, key.id)) { return nil }
+        guard mayHold(replyKey: key) else { return nil }
         var out: StoredReply?
         try db.query("SELECT bytes, request FROM replies WHERE scope = ? AND id = ?", [.text(key.scope), .text(key.id)]) {
             (r: SQLRow) throws(StoreError) in out = StoredReply(request: r.optionalText(1), bytes: r.blob(0))
@@ -301,6 +301,16 @@ public final class SQLiteStore: LogSyncing {
     }
 
     // MARK: key filters
+
+    /// False only for a ride id the file certainly lacks (never written); true without a filter.
+    func mayHold(rideID id: String) -> Bool {
+        rideIDs?.mayContain(KeyFilter.hash(id)) ?? true
+    }
+
+    /// False only for a reply key the file certainly lacks (never written); true without a filter.
+    func mayHold(replyKey key: ReplyKey) -> Bool {
+        replyKeys?.mayContain(KeyFilter.hash(key.scope, key.id)) ?? true
+    }
 
     private func buildFilters() throws(StoreError) {
         rideIDs = try filter("SELECT id FROM rides") { KeyFilter.hash($0.text(0)) }
