@@ -48,6 +48,8 @@ final class Session {
     var pingSent = false
     /// Plain TCP, its own connection: ticks may be written from the fan-out (TickStaging.swift).
     var writesDirectly = false
+    /// In its shard's `repliedInDrain` (ReplyWrites.swift). Last: it fits the block's last byte.
+    var flushQueued = false
 
     init(wsi: OpaquePointer, peer: String, serial: UInt64) {
         self.wsi = wsi
@@ -83,12 +85,17 @@ final class Session {
 
     func popOutbox() -> [UInt8] {
         let f = outbox[outboxHead]
+        dropOutboxHead()
+        return f
+    }
+
+    /// Takes the oldest queued frame off, once written.
+    func dropOutboxHead() {
         outboxHead += 1
         if outboxHead == outbox.count {
             outbox.removeAll(keepingCapacity: false)  // most sessions go quiet: hold no buffer
             outboxHead = 0
         }
-        return f
     }
 
     func subscription(for ride: String) -> Subscription? {

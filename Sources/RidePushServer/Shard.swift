@@ -65,6 +65,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// Where a tick is copied to be written (TickStaging.swift).
     var staging = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
     var stagingSize = 1024
+    /// Sessions given replies in the current mailbox drain, and where their frames are put
+    /// together to be written (ReplyWrites.swift).
+    var repliedInDrain: [Session] = []
+    var batch = UnsafeMutablePointer<UInt8>.allocate(capacity: 4096)
+    var batchSize = 4096
     /// Ticks written since the last tick (flushed to the shared metric once a second).
     var ticksWritten = 0
     /// Monotonic ms of the latest tick fan-out on this thread.
@@ -85,6 +90,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     deinit {
         cepoll_loop_free(loop)
         staging.deallocate()
+        batch.deallocate()
         tickTimer.deallocate()
         backoffTimer.deallocate()
     }
@@ -161,6 +167,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             return e
         }
         for e in events { handle(e) }
+        flushReplied()
     }
 
     func handle(_ e: ShardEvent) {
@@ -170,7 +177,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         case .reply(let serial, let frame, let ride):
             guard let s = sessions[serial] else { return }
             if let ride, let own = s.subscription(to: ride) { supersedeTick(own) }
-            s.enqueue(frame)
+            s.outbox.append(frame)
+            replied(s)  // written at the end of the drain
             perform(s, s.conn.answered())
         case .found(let serial, let then, let live, let failure):
             if case .http(let token, let claims) = then { return rideFound(token, claims, live, failure) }
@@ -307,6 +315,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             if n < 0 { return -1 }
         } else if let e = s.echo, !e.isEmpty {
             if writeEcho(s, e) < 0 { return -1 }
+        } else if s.hasOutbox, s.writesDirectly, !s.outbox[s.outboxHead].isEmpty {
+            if writeOutbox(s) < 0 { return -1 }
         } else if s.hasOutbox {
             var f = s.popOutbox()
             if f.isEmpty {  // Shard.fleetFrameMarker
