@@ -249,7 +249,15 @@ public final class SQLiteStore: LogSyncing {
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
         prefetchedReplies = nil
         try transaction { () throws(StoreError) in
-            try db.run("DELETE FROM replies WHERE at < ?", [.int(instant)])
+            // The oldest replies in the order recorded, up to the first not older than
+            // `instant`: found by walking from the first row (no index on `at`, schema 6),
+            // reading only the rows deleted and one more. A reply recorded after a clock stepped
+            // back stays until the replies before it are old enough (kept longer, never less).
+            try db.run("""
+                DELETE FROM replies WHERE n < COALESCE(
+                    (SELECT n FROM replies WHERE at >= ? ORDER BY n LIMIT 1),
+                    (SELECT MAX(n) + 1 FROM replies))
+                """, [.int(instant)])
         }
     }
 

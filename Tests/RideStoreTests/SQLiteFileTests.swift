@@ -15,13 +15,13 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
 
     func testNewFileIsCurrentVersionInWALMode() throws {
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6])
         let raw = try SQLiteConnection(path: path)
         XCTAssertEqual(try raw.scalarText("PRAGMA journal_mode"), "wal")
         raw.close()
         // Opening again applies nothing twice.
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6])
     }
 
     func testMigratesAVersion1FileKeepingItsRides() throws {
@@ -49,7 +49,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try versions(path), [1])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6])
         let open = try store.openRides()
         XCTAssertEqual(open.map(\.id), ["open-1"])
         XCTAssertEqual(open[0].journal, [.start(at: t0), .pause(at: t0 + 60_000)])
@@ -72,18 +72,67 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         store.close()
     }
 
+    private func indexes(_ path: String) throws -> [String] {
+        let raw = try SQLiteConnection(path: path)
+        defer { raw.close() }
+        var out: [String] = []
+        try raw.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'replies' AND sql IS NOT NULL ORDER BY name") {
+            (r: SQLRow) throws(StoreError) in out.append(r.text(0))
+        }
+        return out
+    }
+
+    func testVersion6DropsTheIndexOnReplyTimesAndPrunesInTheOrderRecorded() throws {
+        // A version-5 file with replies, as that version left it: the migration drops only
+        // the index, and the replies stay readable.
+        let v5 = try SQLiteStore(path: path)
+        v5.close()
+        let raw = try SQLiteConnection(path: path)
+        try raw.exec("""
+            DELETE FROM schema_version WHERE version = 6;
+            CREATE INDEX replies_at ON replies (at);
+            INSERT INTO replies (scope, id, bytes, at, request) VALUES ('u', 'old', x'01', \(t0), 'start old');
+            """)
+        raw.close()
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5])
+        XCTAssertEqual(try indexes(path), ["replies_at", "replies_key"])
+
+        let store = try SQLiteStore(path: path)
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6])
+        XCTAssertEqual(try indexes(path), ["replies_key"])
+        XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "old"))?.bytes, [1])
+        // Recorded after it: t0 + 5, then t0 + 1 (the clock stepped back), then t0 + 6.
+        for (id, at) in [("a", t0 + 5), ("b", t0 + 1), ("c", t0 + 6)] {
+            try store.create(id: "r-\(id)", planID: "p", owner: nil, limit: nil, startedAt: at,
+                             reply: ReplyRecord(key: ReplyKey(scope: "u", id: id), request: "start \(id)", bytes: [2], at: at))
+        }
+        func kept() throws -> [String] {
+            try ["old", "a", "b", "c"].filter { try store.reply(for: ReplyKey(scope: "u", id: $0)) != nil }
+        }
+        try store.prune(repliesBefore: t0 + 3)
+        // Oldest first, up to the first reply not older: "b" waits behind "a".
+        XCTAssertEqual(try kept(), ["a", "b", "c"])
+        try store.prune(repliesBefore: t0 + 6)
+        XCTAssertEqual(try kept(), ["c"])
+        try store.prune(repliesBefore: t0 + 7)
+        XCTAssertEqual(try kept(), [])
+        try store.prune(repliesBefore: t0 + 8)  // nothing left: nothing to do
+        XCTAssertEqual(try kept(), [])
+        store.close()
+    }
+
     func testNewerSchemaIsRefusedUntouched() throws {
         try SQLiteStore(path: path).close()
         let raw = try SQLiteConnection(path: path)
-        try raw.exec("INSERT INTO schema_version VALUES (6, 1800000000)")
+        try raw.exec("INSERT INTO schema_version VALUES (7, 1800000000)")
         raw.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
 
         let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
         XCTAssertEqual(e?.kind, .newerSchema)
-        XCTAssertEqual(e?.message, "ride store \(path): schema version 6 is newer than this RidePush supports (version 5); upgrade RidePush or use another file")
+        XCTAssertEqual(e?.message, "ride store \(path): schema version 7 is newer than this RidePush supports (version 6); upgrade RidePush or use another file")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7])
     }
 
     func testNonDatabaseFileIsRefused() throws {
