@@ -41,7 +41,7 @@ extension Shard {
             s.flushQueued = false
             // Closed meanwhile (its place now empty or another's): nothing to write to.
             guard sessions[s.serial] === s else { continue }
-            if s.writesDirectly, s.closing == nil, !s.pingDue, s.echo == nil, lws_partial_buffered(s.wsi) == 0 {
+            if s.echo == nil, canWriteNow(s) {
                 if writeOutbox(s) < 0 {
                     // Outside its callback we cannot return -1: lws closes it on its next service.
                     lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)

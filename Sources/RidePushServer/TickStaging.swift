@@ -46,8 +46,7 @@ extension Shard {
     /// a fan-out done inside that callback delayed the next tick by its own length (Ticker.fire
     /// now wakes the loop). Returns false when the tick must wait for WRITEABLE instead.
     func writeStagedTick(_ s: Session, _ n: Int) -> Bool {
-        guard s.writesDirectly, !s.hasOutbox, s.closing == nil, !s.pingDue,
-              lws_partial_buffered(s.wsi) == 0 else { return false }
+        guard !s.hasOutbox, canWriteNow(s) else { return false }
         if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n {
             // The socket is gone; outside its callback we cannot return -1, so lws closes it on
             // its next service.
@@ -57,5 +56,12 @@ extension Shard {
         ticksWritten += 1
         s.lastTick = tickTime
         return true
+    }
+
+    /// A write made now, outside a WRITEABLE callback, would be next on the wire: plain TCP on
+    /// its own connection, nothing lws still holds, no ping or close that must go first. Ticks
+    /// (here) and replies (ReplyWrites.swift) both ask it; each adds what else it must not pass.
+    func canWriteNow(_ s: Session) -> Bool {
+        s.writesDirectly && s.closing == nil && !s.pingDue && lws_partial_buffered(s.wsi) == 0
     }
 }
