@@ -12,6 +12,9 @@ let package = Package(
         .executable(name: "ridepush", targets: ["ridepush"]),
         // The Swift SDK for devices and apps (README: "For app developers").
         .library(name: "RidePushClient", targets: ["RidePushClient"]),
+        // ride.v1's typed messages on their own, for a server or tool that speaks the protocol
+        // without the SDK's connection logic (RidePushClient re-exports it).
+        .library(name: "RideProtocol", targets: ["RideProtocol"]),
     ],
     targets: [
         .systemLibrary(
