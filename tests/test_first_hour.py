@@ -254,8 +254,8 @@ def test_startup_lists_the_loaded_plans_and_plans_last_updated_is_when_they_were
             time.sleep(0.05)
         line = [l for l in srv.lines if l.startswith("ridepush: plans from")][0]
         assert line.startswith("ridepush: plans from %s: " % path), line
-        # The built-in default comes first, then the file's plans in file order.
-        assert re.findall(r'(\S+) "[^"]*" [A-Z]{3}', line[len("ridepush: plans from %s: " % path):]) == ["default"] + ids
+        # The file's plans in file order, nothing added.
+        assert re.findall(r'(\S+) "[^"]*" [A-Z]{3}', line[len("ridepush: plans from %s: " % path):]) == ids
         _, first, _ = srv.get("/plans")
         time.sleep(1.2)
         _, second, _ = srv.get("/plans")
