@@ -525,3 +525,15 @@ def test_bare_ridepush_is_a_usage_error_on_stderr_naming_every_command():
         assert needed in out.stderr, (needed, out.stderr)
     helped = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
     assert helped.returncode == 0 and "ride pause|resume|get|share ID" in helped.stdout and helped.stderr == ""
+
+
+def test_handshake_timeout_is_described_the_same_in_serve_help_and_docs_security():
+    helped = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"  --handshake-timeout SECONDS\n((?:\s{20,}.*\n)+)", helped)
+    assert m, helped
+    in_help = re.sub(r"\s*\(default 10\)$", "", " ".join(m.group(1).split()))
+    doc = open(os.path.join(ROOT, "docs", "security.md"), encoding="utf-8").read()
+    row = re.search(r"^\| `--handshake-timeout SECONDS` \| 10 \| (.*) \|$", doc, re.M)
+    assert row and row.group(1) == in_help, (row and row.group(1), in_help)
+    for step in ("TLS handshake", "4401", "1008"):
+        assert step in in_help
