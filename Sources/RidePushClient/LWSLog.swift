@@ -11,13 +11,15 @@ enum LWSLog {
 
     // The handlers and lws's setting change together under this lock, so two clients coming
     // and going on two threads cannot leave lws set for the wrong one.
-    private static let handlers = Locked<(next: UInt64, all: [UInt64: Handler])>((0, [:]))
+    // `silent` is what lws was last set to: it is set again only when that changes, since lws
+    // reads its level unlocked on its own thread.
+    private static let handlers = Locked<(next: UInt64, all: [UInt64: Handler], silent: Bool?)>((0, [:], nil))
 
     static func add(_ handler: @escaping Handler) -> UInt64 {
         handlers.withLock { h in
             h.next += 1
             h.all[h.next] = handler
-            apply(h.all.isEmpty)
+            apply(&h)
             return h.next
         }
     }
@@ -25,13 +27,13 @@ enum LWSLog {
     static func remove(_ key: UInt64) {
         handlers.withLock { h in
             h.all[key] = nil
-            apply(h.all.isEmpty)
+            apply(&h)
         }
     }
 
     /// Before the client context exists: its creation logs too.
     static func applyCurrent() {
-        handlers.withLock { h in apply(h.all.isEmpty) }
+        handlers.withLock { h in apply(&h) }
     }
 
     static func emit(_ level: RidePushClient.LogLevel, _ line: String) {
@@ -39,7 +41,10 @@ enum LWSLog {
         for h in all { h(level, line) }
     }
 
-    private static func apply(_ silent: Bool) {
+    private static func apply(_ h: inout (next: UInt64, all: [UInt64: Handler], silent: Bool?)) {
+        let silent = h.all.isEmpty
+        guard silent != h.silent else { return }
+        h.silent = silent
         lws_set_log_level(silent ? 0 : LLL_ERR | LLL_WARN, silent ? nil : lwsLogLine)
     }
 }
