@@ -87,12 +87,12 @@ struct Words: Sendable {
         var out: [String] = []
         for l in r.lines {
             // The page's receipt words (public/i18n.js, receipt.*), so a rider reading both
-            // sees one name per line.
+            // sees one name per line; English in the CLI's lower case.
             let label = (korean
                 ? ["unlock": "기본 요금", "riding": "주행", "distance": "주행 거리", "pause": "일시정지 요금",
                    "cap": "요금 상한 할인", "floor": "할인 한도 조정"]
-                : ["unlock": "Unlock", "riding": "Riding", "distance": "Distance", "pause": "Pause charge",
-                   "cap": "Fare cap", "floor": "Discount limited to the fare"])[l.label] ?? l.label
+                : ["unlock": "unlock", "riding": "riding", "distance": "distance", "pause": "pause charge",
+                   "cap": "fare cap", "floor": "discount limited to the fare"])[l.label] ?? l.label
             var text = label
             if let m = l.minutes { text += korean ? " \(m)분" : " \(m) min" }
             if let k = l.km { text += " \(k) km" }
@@ -104,7 +104,7 @@ struct Words: Sendable {
         case "pause_limit": reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
         default: reason = korean ? "반납" : "returned by the rider"
         }
-        out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  Total \(money(r.fare, r.currency)) (\(reason))")
+        out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  total \(money(r.fare, r.currency)) (\(reason))")
         return out
     }
 
