@@ -107,7 +107,9 @@ func serveCommand(_ args: [String]) -> Int32 {
         // After the store: its folder exists, and a refused store leaves no secret file behind.
         if case .jwt = c.auth, configuredSecret == nil {
             let secret: [UInt8]
-            do { (secret, secretNote) = try generatedSecret(store: c.store) } catch { throw ServerError(error.message) }
+            do { (secret, secretNote) = try generatedSecret(store: c.store) } catch {
+                throw ServerError("\(error.message) (with no secret configured the server keeps the one it makes beside the store; or set RIDEPUSH_JWT_SECRET or --jwt-secret-file)")
+            }
             c.auth = .jwt(secret: secret)
             let now = Int64(Date().timeIntervalSince1970)
             let signer = TokenSigner(secret: secret)
