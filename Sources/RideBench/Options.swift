@@ -17,6 +17,7 @@ public struct BenchOptions: Equatable, Sendable {
     public var serverPID: Int32?
     public var json = false
     public var token: String?
+    public var authFrame = false       // send the token in a first `auth` frame, as the page and the SDK do
     public var create: Bool?           // default: on when path is /ws (RidePush needs rides started)
     public var connectTimeout = 60     // seconds for the whole connect phase
     public var warmup = 1              // whole seconds between "all connected" and the window
@@ -34,9 +35,9 @@ public struct BenchOptions: Equatable, Sendable {
     public static let perProcess = 9000
     public static let maxPerProcess = 19_000
 
-    /// Request target: the path plus `token=` when a token is given.
+    /// Request target: the path plus `token=` when a token is given (and not sent in a frame).
     public var requestTarget: String {
-        guard let token else { return path }
+        guard let token, !authFrame else { return path }
         return path + (path.contains("?") ? "&" : "?") + "token=" + percentEncode(token)
     }
 
@@ -46,7 +47,7 @@ public struct BenchOptions: Equatable, Sendable {
         return OptionTable(usage: """
             usage: ridepush bench [--url ws://127.0.0.1:8080/ws] [-n CLIENTS] [-r RIDES] [--duration S]
                                   [--ramp CONNECTS_PER_S] [--inflight K] [--sources S] [--procs P]
-                                  [--pid SERVER_PID] [--token T] [--create | --no-create] [--json]
+                                  [--pid SERVER_PID] [--token T [--auth-frame]] [--create | --no-create] [--json]
             """, about: """
             Opens CLIENTS WebSocket connections (ride.v1), subscribes them to RIDES rides (two per
             ride by default), waits until every connection is open or failed, then measures ticks
@@ -64,6 +65,7 @@ public struct BenchOptions: Equatable, Sendable {
             .int("--procs", placeholder: "P", range: 1...256, help: "worker processes (default ceil(N/\(perProcess)); at most \(maxPerProcess) connections each)"),
             .int("-P", "--pid", placeholder: "PID", range: 1...Int(Int32.max), help: "server process to sample in /proc (CPU and RSS)"),
             .string("--token", placeholder: "T", help: "append ?token=T to the URL"),
+            .flag("--auth-frame", help: "send the token in a first {\"type\":\"auth\"} frame instead, as the page and the SDK do"),
             .flag("--create", help: "first client of each ride sends {\"type\":\"start\"} before subscribing (default when the path is /ws)"),
             .flag("--no-create", help: "do not; the later of --create and --no-create counts"),
             .int("--connect-timeout", placeholder: "S", range: 1...3600, default: d.connectTimeout, help: "give up on connections still pending after S seconds"),
@@ -94,6 +96,8 @@ public struct BenchOptions: Equatable, Sendable {
         o.serverPID = p.int("--pid").map { Int32($0) }
         o.json = p.flag("--json")
         o.token = p.string("--token")
+        o.authFrame = p.flag("--auth-frame")
+        if o.authFrame && o.token == nil { throw BenchError.usage("--auth-frame needs --token") }
         if let last = p.given.last(where: { $0.name == "--create" || $0.name == "--no-create" }) { o.create = last.name == "--create" }
         o.connectTimeout = p.int("--connect-timeout")!
         o.warmup = p.int("--warmup")!

@@ -403,6 +403,10 @@ final class Worker {
         conns[k].len = rest
 
         let c = conns[k]
+        if o.authFrame, let token = o.token {
+            let auth = "{\"type\":\"auth\",\"token\":\"\(token)\"}"
+            guard sendFrame(k, opcode: WSOpcode.text, Array(auth.utf8)) else { fail(k, "handshake"); return .failed }
+        }
         if c.creator {
             let start = "{\"type\":\"start\",\"id\":\"b-\(c.ride)\",\"ride\":\"r\(c.ride)\"}"
             guard sendFrame(k, opcode: WSOpcode.text, Array(start.utf8)) else { fail(k, "handshake"); return .failed }

@@ -119,6 +119,13 @@ import Testing
         #expect(o.requestTarget == "/?token=a.b%20c")
     }
 
+    @Test func authFrameKeepsTheTokenOutOfTheURL() throws {
+        let o = try BenchOptions.parse(["--token", "a.b.c", "--auth-frame"])
+        #expect(o.authFrame && o.token == "a.b.c")
+        #expect(o.requestTarget == "/ws")
+        #expect(throws: BenchError.self) { try BenchOptions.parse(["--auth-frame"]) }
+    }
+
     @Test func laterFlagsWin() throws {
         // workers get the parent's flags plus their own --worker/--procs
         let o = try BenchOptions.parse(["-n", "100", "--procs", "1", "--no-create", "--worker", "1", "--procs", "2"])
