@@ -38,6 +38,8 @@ let package = Package(
         // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out), and the service
         // threads' poll() answered from epoll (poll_epoll.c).
         .target(name: "CEpoll"),
+        // TLS for the bench's client (`ridepush bench --url wss://…`): libssl behind plain return codes.
+        .target(name: "CBenchTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // The command-line parser every command shares (serve, ride, token, bench); standard library only.
         .target(name: "RideOptions"),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
@@ -55,7 +57,7 @@ let package = Package(
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "RideOptions"]),
+        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets", "CEpoll"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),

@@ -7,6 +7,8 @@ public struct BenchOptions: Equatable, Sendable {
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var path = "/ws"
+    public var tls = false             // wss://: every connection speaks TLS (verified against --ca)
+    public var caFile: String?         // the PEM the server's certificate must chain to (default: the system's)
     public var clients = 1000
     public var rides: Int?             // default clients / 2: two subscribers per ride
     public var duration = 20           // seconds of measurement window
@@ -55,7 +57,8 @@ public struct BenchOptions: Equatable, Sendable {
             tick's "at"), missed ticks (seq gaps), and - with --pid - the server's CPU per delivered
             tick and RSS per subscriber.
             """, options: [
-            .string("--url", placeholder: "URL", default: "ws://\(d.host):\(d.port)\(d.path)", help: "ws://HOST[:PORT]/PATH, IPv4 or localhost"),
+            .string("--url", placeholder: "URL", default: "ws://\(d.host):\(d.port)\(d.path)", help: "ws://HOST[:PORT]/PATH or wss://…, IPv4 or localhost"),
+            .string("--ca", placeholder: "PEM", help: "wss://: the CA (or self-signed certificate) the server's must chain to; default the system's"),
             .int("-n", "--clients", range: 1...1_000_000, default: d.clients, help: "connections"),
             .int("-r", "--rides", placeholder: "R", range: 1...1_000_000, help: "rides (default N/2: two subscribers per ride)"),
             .int("-d", "--duration", placeholder: "S", range: 1...3600, default: d.duration, help: "measurement window in seconds after all connected"),
@@ -85,7 +88,15 @@ public struct BenchOptions: Equatable, Sendable {
         var o = BenchOptions()
         if p.help { o.help = true; return o }
         if let stray = p.positional.first { throw BenchError.usage(OptionError.unexpectedArgument(stray).description) }
-        (o.host, o.port, o.path) = try parseURL(p.string("--url")!)
+        let url = p.string("--url")!
+        if url.hasPrefix("wss://") {
+            o.tls = true
+            (o.host, o.port, o.path) = try parseURL("ws://" + url.dropFirst(6), defaultPort: 443)
+        } else {
+            (o.host, o.port, o.path) = try parseURL(url)
+        }
+        o.caFile = p.string("--ca")
+        if o.caFile != nil && !o.tls { throw BenchError.usage("--ca is for wss:// URLs") }
         o.clients = p.int("--clients")!
         o.rides = p.int("--rides")
         o.duration = p.int("--duration")!
@@ -112,15 +123,15 @@ public struct BenchOptions: Equatable, Sendable {
         return o
     }
 
-    static func parseURL(_ url: String) throws(BenchError) -> (String, UInt16, String) {
-        if url.hasPrefix("wss://") { throw BenchError.usage("wss:// is not supported; bench the plain ws:// listener") }
+    static func parseURL(_ url: String, defaultPort: UInt16 = 80) throws(BenchError) -> (String, UInt16, String) {
+        if url.hasPrefix("wss://") { throw BenchError.usage("wss:// is not supported here; bench the plain ws:// listener") }
         guard url.hasPrefix("ws://") else { throw BenchError.usage("--url must start with ws://, got \(url)") }
         let rest = url.dropFirst(5)
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         let authority = rest[..<slash]
         let path = slash == rest.endIndex ? "/" : String(rest[slash...])
         var host = String(authority)
-        var port: UInt16 = 80
+        var port = defaultPort
         if let colon = authority.lastIndex(of: ":") {
             host = String(authority[..<colon])
             guard let p = UInt16(authority[authority.index(after: colon)...]), p > 0 else {
