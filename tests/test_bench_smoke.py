@@ -90,3 +90,13 @@ def test_city_script_runs_end_to_end_on_a_few_rides():
     for part in ("started          120 rides", "bytes per open ride", "operator feed    snapshot 120 rides",
                  "GET /rides       120 rides", "restart          serving with 120 rides loaded"):
         assert part in r.stdout, r.stdout
+
+
+def test_tls_script_runs_each_way_it_can_on_a_few_subscribers():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-tls.py"), "-n", "60", "--window", "4",
+                        "--bin", BIN],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400, cwd=ROOT)
+    assert r.returncode == 0, r.stdout
+    for way in ("ws ", "wss-ridepush ", "wss-nginx "):
+        line = next((l for l in r.stdout.splitlines() if l.startswith(way) and "connected" in l), None)
+        assert line and "connected    60 failed    0" in line, r.stdout
