@@ -346,6 +346,8 @@ def test_ops_end_and_pause_with_confirmation(fleet, browsers):
         B.by_id(d, "confirm-ok").click()
         c.wait_for(lambda m: m.get("type") == "state" and m.get("state") == "paused", 5)
         B.wait(d, lambda d: B.attr(d, "detail-state", "data-state") == "paused", 3)
+        # Paused a whole second, so the receipt has a pause line (of 0 on this plan).
+        B.wait(d, lambda d: http_json(s, "/rides/" + ride, OPS)["paused"] >= 1, 5, "pause never reached 1 s")
 
         # End as ops, confirmed: receipt in the detail equals the server's.
         B.wait_enabled(d, "op-end").click()
@@ -354,6 +356,13 @@ def test_ops_end_and_pause_with_confirmation(fleet, browsers):
         ended = c.wait_for(lambda m: m.get("type") == "state" and m.get("state") == "ended", 5)
         B.wait(d, lambda d: B.by_id(d, "detail-receipt-box").is_displayed(), 5, "no receipt in the detail")
         assert int(B.attr(d, "detail-total", "data-minor")) == ended["receipt"]["fare"]
+        # The server's lines, less a pause line of 0 (the default plan bills no pause).
+        lines = [(l["label"], l["amount"]) for l in ended["receipt"]["lines"]]
+        shown = [(tr.get_attribute("data-label"), tr.text.replace("\n", " "))
+                 for tr in d.find_elements(By.CSS_SELECTOR, "#detail-receipt tr")]
+        assert ("pause", 0) in lines, lines
+        assert [l for l, _ in shown] == [l for l, a in lines if (l, a) != ("pause", 0)], (shown, lines)
+        assert shown[0] == ("unlock", "잠금 해제 500원"), shown
         B.wait(d, lambda d: [li.get_attribute("data-event") for li in
                              d.find_elements(By.CSS_SELECTOR, "#detail-journal li")][-1:] == ["end"], 5)
         assert B.text(d, "detail-status") == "종료했습니다."
@@ -522,6 +531,15 @@ def test_ops_console_at_360px_wraps_and_lists(fleet, browsers, lang):
         # The cards wrap: five of them on two lines, not one cut-off line.
         tops = d.execute_script("return [...document.querySelectorAll('.count')].map((c) => Math.round(c.getBoundingClientRect().top))")
         assert len(set(tops)) == 2, tops
+        # A fleet of 100,000 still fits its cards (the figure is sized to the card).
+        big = d.execute_script("""
+            const els = [...document.querySelectorAll('.count-n')];
+            const old = els.map((e) => e.textContent);
+            els.forEach((e) => { e.textContent = '100,000'; });
+            const bad = els.filter((e) => e.scrollWidth > e.clientWidth || e.parentNode.scrollWidth > e.parentNode.clientWidth).map((e) => e.id);
+            els.forEach((e, i) => { e.textContent = old[i]; });
+            return bad;""")
+        assert big == [], big
         g = geometry(d)
         assert g["overlap"] == 0, g
         assert g["brandRight"] <= g["connLeft"] or g["brandBottom"] <= g["connTop"], g
