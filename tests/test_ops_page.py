@@ -604,7 +604,14 @@ def test_ops_console_at_1280px_keeps_the_table(fleet, browsers):
         band = d.execute_script("""return [document.querySelector('.counts').getBoundingClientRect().top,
                                            document.querySelector('.chart-card').getBoundingClientRect().top]""")
         assert abs(band[0] - band[1]) < 1, band
+        for c in g["ids"]:
+            assert c["text"] == c["ride"] and c["scroll"] <= c["client"], c
         B.screenshot(d, "ops-1280-table")
+        # With a detail open the table narrows; ids stay whole, nothing scrolls sideways.
+        d.find_element(By.CSS_SELECTOR, '#grid-body tr[data-ride="%s"]' % rides[0]).click()
+        B.wait(d, lambda d: B.by_id(d, "detail").is_displayed(), 3)
+        assert B.page_width(d)[0] <= 1280
+        assert B.cut(d, "#grid-body tr.row:not([hidden]) td:first-child, .legend, .chart-card, #detail") == []
         no_page_errors(d)
     finally:
         for c in cs:
@@ -703,3 +710,24 @@ def test_ops_token_panel_shows_code_and_keeps_korean_words_whole(fleet, browsers
     assert B.broken_words(d, "token-text"), "the test cannot see a mid-word break"
     # Refused requests (GET /rides without a valid token) are the expected 401s.
     no_page_errors(d, allow=("401",))
+
+
+def test_ops_console_fits_widths_between(fleet, browsers):
+    """Between a phone and a desk (320 to 1024 px): never a sideways scroll, a cut card, a
+    legend spilling out of the chart or an ellipsised ride id."""
+    s = fleet
+    cs, rides = small_fleet(s)
+    try:
+        for w in (320, 412, 641, 768, 901, 960, 1024):
+            d = open_ops(browsers((w, 800)), s)
+            B.wait(d, lambda d: counts(d) == {"riding": 26, "paused": 6, "ended": 8}, 5)
+            B.wait(d, lambda d: d.execute_script("return window.RP_OPS.domRows()") >= 5, 5)
+            width, inner = B.page_width(d)
+            assert width <= inner == w, (w, width, inner)
+            assert B.cut(d, ".count, .count-n, .bar > *, .legend, .chart-card, "
+                            "#grid-body tr.row:not([hidden]) td:first-child") == [], w
+            assert geometry(d)["overlap"] == 0, w
+            d.quit()
+    finally:
+        for c in cs:
+            c.close()
