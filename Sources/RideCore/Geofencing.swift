@@ -217,7 +217,7 @@ public struct Geofencing: Sendable {
         self.version = version
         self.zones = zones
         self.globalRules = globalRules
-        self.index = ZoneIndex(zones.map(\.box))
+        self.index = ZoneIndex(zones)
     }
 
     /// The effective rules at `point` for `vehicleType` at time `at`, by GBFS precedence:
@@ -226,11 +226,12 @@ public struct Geofencing: Sendable {
     public func decide(at point: GeoPoint, vehicleType: String?, time at: UnixMillis) -> ZoneDecision {
         var acc = Accumulator()
         var decided: Int?
-        for i in index.candidates(point) {
-            let zone = zones[Int(i)]
-            guard zone.isActive(at: at), zone.contains(point) else { continue }
+        for entry in index.entries(point) {
+            let i = Int(entry >> 1)
+            let zone = zones[i]
+            guard zone.isActive(at: at), entry & 1 == 1 || zone.contains(point) else { continue }
             for rule in zone.rules where rule.applies(to: vehicleType) && rule.setsAnything {
-                if decided == nil { decided = Int(i) }
+                if decided == nil { decided = i }
                 acc.fill(rule)
             }
             if acc.complete { break }
@@ -244,7 +245,10 @@ public struct Geofencing: Sendable {
 
     /// The indices of the active zones containing `point`, in file order (for maps and tests).
     public func zonesContaining(_ point: GeoPoint, time at: UnixMillis) -> [Int] {
-        index.candidates(point).map(Int.init).filter { zones[$0].isActive(at: at) && zones[$0].contains(point) }
+        index.entries(point).compactMap { e in
+            let i = Int(e >> 1)
+            return zones[i].isActive(at: at) && (e & 1 == 1 || zones[i].contains(point)) ? i : nil
+        }
     }
 
     struct Accumulator {

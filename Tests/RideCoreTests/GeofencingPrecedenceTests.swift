@@ -193,6 +193,9 @@ fileprivate let t: UnixMillis = 1_764_430_000_000
         }
         let g = Geofencing(zones: zones, globalRules: [])
         #expect(g.index.columns == ZoneIndex.side(for: 401))
+        // The covering square is settled at build time in the cells its border misses.
+        #expect(g.index.entries(GeoPoint(lat: 5, lon: 5)).first == Int32(1))  // zone 0, certain
+        #expect(g.index.entries(GeoPoint(lat: 0, lon: 0)).first == Int32(0))  // zone 0, to test
         for _ in 0..<20_000 {
             let p = GeoPoint(lat: unit() * 11 - 0.5, lon: unit() * 11 - 0.5)
             let brute = zones.indices.filter { zones[$0].contains(p) }
