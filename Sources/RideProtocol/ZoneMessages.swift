@@ -226,15 +226,13 @@ extension ServerCodec {
         let rules = try f.object("rules")
         guard f.has("zone") else { throw ProtocolError(.badRequest, "missing \"zone\"") }
         return ZoneUpdate(ride: try f.string("ride"), zone: try f.optionalString("zone"),
-                          rideStartAllowed: try rules.bool("ride_start_allowed"), rideEndAllowed: try rules.bool("ride_end_allowed"),
-                          rideThroughAllowed: try rules.bool("ride_through_allowed"),
+                          rideStartAllowed: try flag(rules, "ride_start_allowed"), rideEndAllowed: try flag(rules, "ride_end_allowed"),
+                          rideThroughAllowed: try flag(rules, "ride_through_allowed"),
                           maximumSpeedKph: try rules.nullableInt("maximum_speed_kph"))
     }
-}
 
-extension Fields {
-    func bool(_ k: String) throws(ProtocolError) -> Bool {
-        guard let v = o[k] else { throw ProtocolError(.badRequest, "missing \"\(k)\"") }
+    static func flag(_ f: Fields, _ k: String) throws(ProtocolError) -> Bool {
+        guard let v = f.o[k] else { throw ProtocolError(.badRequest, "missing \"\(k)\"") }
         guard let b = v.bool else { throw ProtocolError(.badRequest, "\"\(k)\" must be true or false") }
         return b
     }
