@@ -67,7 +67,7 @@ let package = Package(
         .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
-        .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
+        .testTarget(name: "RideAuthTests", dependencies: ["RideAuth", "RideCore", "COpenSSL"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),

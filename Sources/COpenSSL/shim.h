@@ -6,5 +6,16 @@
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+// The identity provider's public keys (RideAuth's PublicKey): JWK members to EVP_PKEY through
+// OSSL_PARAM_BLD, PEM SubjectPublicKeyInfo, ECDSA signatures re-encoded as DER.
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/param_build.h>
+#include <openssl/pem.h>
+
+// EVP_PKEY_PUBLIC_KEY is an OR of two macros, which Swift does not import.
+static inline int ridepush_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
 
 #endif
