@@ -115,11 +115,11 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
 
     private func run() {
         defer { finished.leave() }
-        var lastRead: Int64 = .min
+        var lastRead: UnixMillis?
         wake.lock()
         while !stopping {
             let now = clock.now()
-            if poked || now - lastRead >= settings.pollInterval {
+            if poked || lastRead.map({ now - $0 >= settings.pollInterval }) ?? true {
                 poked = false
                 lastRead = now
                 wake.unlock()
@@ -153,7 +153,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
                 wake.broadcast()
             }
             guard results.isEmpty, !poked, !stopping else { continue }
-            let nextRead = lastRead + settings.pollInterval
+            let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
             let until = min(machine.nextWake() ?? nextRead, nextRead)
             let wait = max(1, until - clock.now())
             _ = wake.wait(until: Date(timeIntervalSinceNow: Double(wait) / 1000))

@@ -5,6 +5,8 @@ import XCTest
 /// A real HTTP receiver: Python's http.server in a child process, checking every signature with
 /// Python's own hmac (not ours). Paths: /ok answers 200 to a valid signature (400 otherwise),
 /// /status/N answers N, /hang answers after 30 s. Each request is one JSON line on stdout.
+struct ReceiverDidNotStart: Error {}
+
 final class PythonReceiver {
     static let script = #"""
 import hashlib, hmac, json, sys, time
@@ -57,7 +59,7 @@ s.serve_forever()
         try process.run()
         guard let first = waitForLines(1, seconds: 10).first, let p = UInt16(first) else {
             process.terminate()
-            throw XCTSkip("python3 receiver did not start")
+            throw ReceiverDidNotStart()
         }
         port = p
     }
