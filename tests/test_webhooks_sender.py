@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -148,3 +149,55 @@ def test_python_hmac_matches_the_swift_signature(body):
     assert verify(header, body)
     assert not verify(header, body + b" ")
     assert not verify(header, body, secret=SECRET + "x")
+
+
+def doc_snippet(language):
+    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "webhooks.md"), encoding="utf-8").read()
+    blocks = text.split("```" + language + "\n")
+    assert len(blocks) == 2, f"docs/webhooks.md should hold one {language} block"
+    return blocks[1].split("```", 1)[0]
+
+
+def signed_by_swift(body, t):
+    out = subprocess.run([PROBE, "sign", str(t)], input=body, capture_output=True,
+                         env=dict(os.environ, RIDEPUSH_WEBHOOK_SECRET=SECRET), timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode().strip()
+
+
+CASES = [  # (what is checked, body given to the verifier, age of t in seconds, expected)
+    ("as sent", None, 0, True),
+    ("a changed body", b" ", 0, False),
+    ("ten minutes old", None, 600, False),
+]
+
+
+def test_the_python_snippet_in_the_docs_verifies_swift_signatures():
+    namespace = {}
+    exec(doc_snippet("python"), namespace)
+    body = '{"id":"evt_1","type":"ride.ended","ride":{"rider":"Zoë"}}'.encode()
+    for what, extra, age, expected in CASES:
+        header = signed_by_swift(body, int(time.time()) - age)
+        assert namespace["verify_ridepush"](SECRET.encode(), header, body + (extra or b"")) is expected, what
+    header = signed_by_swift(body, int(time.time()))
+    assert namespace["verify_ridepush"](b"another secret", header, body) is False
+    # A rotation: an unknown scheme and a stale v1 before the valid one.
+    assert namespace["verify_ridepush"](SECRET.encode(), header.replace(",v1=", ",v0=x,v1=" + "0" * 64 + ",v1="), body)
+
+
+def test_the_node_snippet_in_the_docs_verifies_swift_signatures(tmp_path):
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("Node.js is not installed; the Python snippet is checked above")
+    script = tmp_path / "verify.js"
+    script.write_text(doc_snippet("js") + """
+const [secret, header, bodyHex] = process.argv.slice(2);
+console.log(String(verifyRidePush(secret, header, Buffer.from(bodyHex, "hex"))));
+""")
+    body = '{"id":"evt_2","type":"ride.started","ride":{"rider":"李"}}'.encode()
+    for what, extra, age, expected in CASES:
+        header = signed_by_swift(body, int(time.time()) - age)
+        out = subprocess.run([node, str(script), SECRET, header, (body + (extra or b"")).hex()],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str(expected).lower(), what
