@@ -1,7 +1,7 @@
 import Glibc
 import RideCore
 
-/// One HTTP/1.1 POST with a hard deadline over its whole life (connect, write, the status line),
+/// One HTTP/1.1 POST with a hard deadline over its whole life (connect, TLS, write, the status line),
 /// on a non-blocking socket waited on with poll(2): a receiver that accepts and then says
 /// nothing costs `timeout`, never more. Only the status code is read; the connection is closed
 /// after it (`Connection: close`), so no response body is buffered. Blocks the calling thread:
@@ -14,8 +14,9 @@ public enum HTTPPost {
     /// A status line and headers longer than this are not a webhook receiver's answer.
     static let maxResponseHead = 16 * 1024
 
+    /// `tls`: the context for an `https` URL (nil: the system's trust store).
     public static func send(to url: WebhookURL, headers: [(String, String)], body: [UInt8],
-                            timeout: Int64 = defaultTimeout) -> DeliveryResult {
+                            timeout: Int64 = defaultTimeout, tls: TLSClient? = nil) -> DeliveryResult {
         var head = "POST \(url.target) HTTP/1.1\r\nHost: \(url.hostHeader)\r\n"
         head += "User-Agent: RidePush-Webhooks/1\r\nContent-Type: application/json\r\n"
         head += "Content-Length: \(body.count)\r\nConnection: close\r\n"
@@ -35,18 +36,50 @@ public enum HTTPPost {
         case .failure(let failure): return failure.result
         }
         defer { close(fd) }
-        if let failure = writeAll(fd, Array(head.utf8) + body, deadline: deadline) { return failure }
-        return readStatus(fd, deadline: deadline)
+        var session: TLSSession?
+        if url.secure {
+            let client: TLSClient
+            if let tls { client = tls } else {
+                switch TLSClient.system {
+                case .success(let system): client = system
+                case .failure(let error): return .failed(error.message)
+                }
+            }
+            switch client.connect(fd: fd, host: url.host, deadline: deadline) {
+            case .success(let s): session = s
+            case .failure(let failure): return failure.result
+            }
+        }
+        defer { session?.close() }
+        let stream = Stream(fd: fd, tls: session)
+        if let failure = stream.write(Array(head.utf8) + body, deadline: deadline) { return failure.result }
+        return readStatus(stream, deadline: deadline)
     }
 
-    private struct Failure: Error { let result: DeliveryResult }
+    /// The connected socket, with TLS on it or not.
+    private struct Stream {
+        let fd: Int32
+        let tls: TLSSession?
+
+        func write(_ bytes: [UInt8], deadline: Int64) -> Failure? {
+            if let tls { return tls.write(fd: fd, bytes, deadline: deadline) }
+            return HTTPPost.writeAll(fd, bytes, deadline: deadline)
+        }
+
+        func read(into chunk: inout [UInt8], deadline: Int64) -> Result<Int, Failure> {
+            if let tls { return tls.read(fd: fd, into: &chunk, deadline: deadline) }
+            return HTTPPost.readSome(fd, into: &chunk, deadline: deadline)
+        }
+    }
+
+    struct Failure: Error { let result: DeliveryResult }
 
     private static func remaining(_ deadline: Int64) -> Int32 {
         Int32(clamping: max(0, deadline - systemMicros(CLOCK_MONOTONIC) / 1000))
     }
 
     /// Waits for `events` on `fd` until the deadline: true when ready, false on timeout.
-    private static func wait(_ fd: Int32, _ events: Int16, deadline: Int64) -> Bool {
+    static func wait(_ fd: Int32, _ events: Int16, deadline: Int64) -> Bool {
         while true {
             let left = remaining(deadline)
             guard left > 0 else { return false }
@@ -94,7 +127,7 @@ public enum HTTPPost {
         return .failure(Failure(result: .failed(lastError)))
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Int64) -> DeliveryResult? {
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Int64) -> Failure? {
         var offset = 0
         while offset < bytes.count {
             let n = bytes.withUnsafeBytes { raw in
@@ -103,15 +136,27 @@ public enum HTTPPost {
             if n > 0 { offset += n; continue }
             if n < 0, errno == EINTR { continue }
             guard n < 0, errno == EAGAIN || errno == EWOULDBLOCK else {
-                return .failed("send: \(String(cString: strerror(errno)))")
+                return Failure(result: .failed("send: \(String(cString: strerror(errno)))"))
             }
-            guard wait(fd, Int16(POLLOUT), deadline: deadline) else { return .timeout }
+            guard wait(fd, Int16(POLLOUT), deadline: deadline) else { return Failure(result: .timeout) }
         }
         return nil
     }
 
+    private static func readSome(_ fd: Int32, into chunk: inout [UInt8], deadline: Int64) -> Result<Int, Failure> {
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n >= 0 { return .success(n) }
+            if errno == EINTR { continue }
+            guard errno == EAGAIN || errno == EWOULDBLOCK else {
+                return .failure(Failure(result: .failed("recv: \(String(cString: strerror(errno)))")))
+            }
+            guard wait(fd, Int16(POLLIN), deadline: deadline) else { return .failure(Failure(result: .timeout)) }
+        }
+    }
+
     /// Reads until the final (non-1xx) status line is complete and returns its code.
-    private static func readStatus(_ fd: Int32, deadline: Int64) -> DeliveryResult {
+    private static func readStatus(_ stream: Stream, deadline: Int64) -> DeliveryResult {
         var received = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -121,15 +166,14 @@ public enum HTTPPost {
             case .incomplete: break
             }
             guard received.count < maxResponseHead else { return .failed("response head too long") }
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n > 0 {
+            switch stream.read(into: &chunk, deadline: deadline) {
+            case .success(0):
+                return .failed(received.isEmpty ? "connection closed without a response" : "connection closed mid-response")
+            case .success(let n):
                 received += chunk.prefix(n)
-                continue
+            case .failure(let failure):
+                return failure.result
             }
-            if n == 0 { return .failed(received.isEmpty ? "connection closed without a response" : "connection closed mid-response") }
-            if errno == EINTR { continue }
-            guard errno == EAGAIN || errno == EWOULDBLOCK else { return .failed("recv: \(String(cString: strerror(errno)))") }
-            guard wait(fd, Int16(POLLIN), deadline: deadline) else { return .timeout }
         }
     }
 

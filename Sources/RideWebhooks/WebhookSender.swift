@@ -34,6 +34,8 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         public var schedule = RetrySchedule()
         public var workers = 4
         public var timeout = HTTPPost.defaultTimeout
+        /// For https endpoints; nil: the system's trust store.
+        public var tls: TLSClient?
         /// Rows read from the outbox at a time: the sender's memory bound.
         public var batch = 256
         /// How often the outbox is re-read when nothing wakes the loop (new rows committed by
@@ -183,7 +185,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         let signature = WebhookSignature.header(secret: settings.secret, timestamp: clock.now() / 1000, body: row.body)
         return HTTPPost.send(to: url, headers: [(WebhookSignature.eventIDHeaderName, row.eventID),
                                                 (WebhookSignature.headerName, signature)],
-                             body: row.body, timeout: settings.timeout)
+                             body: row.body, timeout: settings.timeout, tls: settings.tls)
     }
 }
 

@@ -1,7 +1,7 @@
-/// A `--webhook` URL: `http://host[:port][/path][?query]`. Only plain HTTP is sent by this
-/// client (see docs/webhooks.md: put TLS in front with a local proxy, or receive on the
-/// private network); the parser says so rather than failing at the first delivery.
+/// A `--webhook` URL: `http[s]://host[:port][/path][?query]`.
 public struct WebhookURL: Sendable, Equatable, CustomStringConvertible {
+    /// https: TLS, the peer verified (`TLSClient`).
+    public let secure: Bool
     public let host: String
     public let port: UInt16
     /// Path and query as sent in the request line, "/" at least.
@@ -15,11 +15,10 @@ public struct WebhookURL: Sendable, Equatable, CustomStringConvertible {
     public init(_ text: String) throws(ParseError) {
         func fail(_ why: String) -> ParseError { ParseError(message: "webhook URL \(text): \(why)") }
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw fail("spaces, control or non-ASCII characters") }
-        if text.lowercased().hasPrefix("https://") {
-            throw fail("https is not supported by the sender yet; use http:// to a TLS-terminating proxy")
-        }
-        guard text.lowercased().hasPrefix("http://") else { throw fail("must start with http://") }
-        let rest = text.dropFirst(7)
+        let lower = text.lowercased()
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else { throw fail("must start with http:// or https://") }
+        secure = lower.hasPrefix("https://")
+        let rest = text.dropFirst(secure ? 8 : 7)
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
         let authority = rest[..<authorityEnd]
         var target = String(rest[authorityEnd...])
@@ -43,7 +42,7 @@ public struct WebhookURL: Sendable, Equatable, CustomStringConvertible {
             host = authority
         }
         guard !host.isEmpty else { throw fail("no host") }
-        var port: UInt16 = 80
+        var port: UInt16 = secure ? 443 : 80
         if let portText {
             guard let p = UInt16(portText), p > 0 else { throw fail("port must be 1-65535") }
             port = p
@@ -56,8 +55,8 @@ public struct WebhookURL: Sendable, Equatable, CustomStringConvertible {
     /// The Host header's value.
     public var hostHeader: String {
         let name = host.contains(":") ? "[\(host)]" : host
-        return port == 80 ? name : "\(name):\(port)"
+        return port == (secure ? 443 : 80) ? name : "\(name):\(port)"
     }
 
-    public var description: String { "http://\(hostHeader)\(target)" }
+    public var description: String { (secure ? "https://" : "http://") + hostHeader + target }
 }

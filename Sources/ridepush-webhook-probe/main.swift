@@ -5,7 +5,7 @@ import RideWebhooks
 // The webhook sender without the server, for tests/test_webhooks_sender.py: the real event
 // encoder, signature, retry schedule, sender machine and loop, and HTTP client, fed from a memory
 // outbox. One JSON object per output line. The secret comes from RIDEPUSH_WEBHOOK_SECRET.
-//   ridepush-webhook-probe send URL RIDES [--timeout MS] [--give-up MS] [--limit S]
+//   ridepush-webhook-probe send URL RIDES [--timeout MS] [--give-up MS] [--limit S] [--ca-file PEM]
 //       commits RIDES rides' four transitions, interleaved, then delivers them; prints every
 //       attempt, then a summary once nothing is pending (or after --limit seconds, default 60)
 //   ridepush-webhook-probe sign TIMESTAMP      the signature header of stdin's bytes
@@ -64,6 +64,12 @@ case "send" where args.count >= 4:
     var settings = WebhookSender.Settings(secret: secret)
     if let timeout = option("--timeout") { settings.timeout = timeout }
     if let giveUp = option("--give-up") { settings.schedule = RetrySchedule(giveUpAfter: giveUp) }
+    if let i = args.firstIndex(of: "--ca-file"), i + 1 < args.count {
+        do { settings.tls = try TLSClient(caFile: args[i + 1]) } catch {
+            FileHandle.standardError.write(Data("ridepush-webhook-probe: \(error.message)\n".utf8))
+            exit(2)
+        }
+    }
     let sender = WebhookSender(settings: settings, outbox: outbox, clock: clock) { attempt in
         emit { w in
             w.field("seq", attempt.row.seq)
@@ -95,6 +101,6 @@ case "send" where args.count >= 4:
     }
 
 default:
-    FileHandle.standardError.write(Data("usage: ridepush-webhook-probe send URL RIDES [--timeout MS] [--give-up MS] [--limit S] | sign TIMESTAMP\n".utf8))
+    FileHandle.standardError.write(Data("usage: ridepush-webhook-probe send URL RIDES [--timeout MS] [--give-up MS] [--limit S] [--ca-file PEM] | sign TIMESTAMP\n".utf8))
     exit(2)
 }

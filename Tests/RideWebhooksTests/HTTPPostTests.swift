@@ -11,10 +11,16 @@ final class WebhookURLTests: XCTestCase {
         XCTAssertEqual([b.host, "\(b.port)", b.target, b.hostHeader], ["billing.internal", "80", "/", "billing.internal"])
         let c = try WebhookURL("http://[::1]:9000?q")
         XCTAssertEqual([c.host, "\(c.port)", c.target, c.hostHeader], ["::1", "9000", "/?q", "[::1]:9000"])
+        let d = try WebhookURL("https://billing.example/hooks")
+        XCTAssertEqual([d.host, "\(d.port)", d.target, d.hostHeader, d.description],
+                       ["billing.example", "443", "/hooks", "billing.example", "https://billing.example/hooks"])
+        XCTAssertTrue(d.secure)
+        XCTAssertFalse(a.secure)
+        XCTAssertEqual(try WebhookURL("https://billing.example:8443").hostHeader, "billing.example:8443")
     }
 
     func testRefusals() {
-        for (bad, why) in [("https://x/", "https is not supported"), ("ftp://x/", "must start with http://"),
+        for (bad, why) in [("ftp://x/", "must start with http:// or https://"),
                            ("http:///p", "no host"), ("http://x:0/", "port must be"), ("http://x:99999/", "port must be"),
                            ("http://u:p@x/", "credentials"), ("http://x/a b", "spaces"), ("http://[::1/", "unclosed")] {
             XCTAssertThrowsError(try WebhookURL(bad), bad) { error in

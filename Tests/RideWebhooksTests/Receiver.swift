@@ -5,6 +5,7 @@ import XCTest
 /// A real HTTP receiver: Python's http.server in a child process, checking every signature with
 /// Python's own hmac (not ours). Paths: /ok answers 200 to a valid signature (400 otherwise),
 /// /status/N answers N, /hang answers after 30 s. Each request is one JSON line on stdout.
+/// With a certificate and key it speaks HTTPS.
 struct ReceiverDidNotStart: Error {}
 
 final class PythonReceiver {
@@ -31,6 +32,11 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
 ThreadingHTTPServer.daemon_threads = True
 s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+if len(sys.argv) > 2:
+    import ssl
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(sys.argv[2], sys.argv[3])
+    s.socket = tls.wrap_socket(s.socket, server_side=True)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 """#
@@ -39,9 +45,9 @@ s.serve_forever()
     private let lines = Locked([String]())
     private(set) var port: UInt16 = 0
 
-    init(secret: String) throws {
+    init(secret: String, certificate: String? = nil, key: String? = nil) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", Self.script, secret]
+        process.arguments = ["python3", "-c", Self.script, secret] + [certificate, key].compactMap { $0 }
         let out = Pipe()
         process.standardOutput = out
         let buffer = Locked(Data())
