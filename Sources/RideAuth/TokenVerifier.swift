@@ -51,6 +51,12 @@ public final class TokenVerifier: Sendable {
         }
     }
 
+    /// SIGHUP: reads the key files again and swaps the set in only if they load; on an error
+    /// (thrown, for the log) the previous set stays in force.
+    public func reload(jwksFile: String?, publicKeyFile: String?) throws(KeyError) {
+        reload(try KeySet.load(jwksFile: jwksFile, publicKeyFile: publicKeyFile))
+    }
+
     /// Checks, in order: size and shape, header (alg, kid → key, the key's algorithm), the
     /// signature, then claims (`iss`/`aud` when configured, types) and `exp`/`nbf` against `now`
     /// with `TokenSigner.leeway`. An identity provider's token must carry `exp`.

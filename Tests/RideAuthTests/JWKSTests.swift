@@ -271,6 +271,28 @@ final class KeyRotationTests: XCTestCase {
         XCTAssertEqual(session, riderExpected)
     }
 
+    func testReloadFromFilesKeepsTheOldSetWhenTheNewOneFails() throws {
+        let path = NSTemporaryDirectory() + "ridepush-rotate-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(jwks([Keys.rsa.jwk(kid: "old")])).write(to: URL(fileURLWithPath: path))
+        let v = TokenVerifier(secret: nil, keys: try KeySet.load(jwksFile: path, publicKeyFile: nil))
+        let old = Keys.rsa.token(kid: "old", payload: riderClaims)
+        let new = Keys.ed25519.token(kid: "new", payload: riderClaims)
+        // A half-written file: refused, and the old key still verifies.
+        try Data(#"{"keys":[{"kid":"new","kty":"OKP""#.utf8).write(to: URL(fileURLWithPath: path))
+        XCTAssertThrowsError(try v.reload(jwksFile: path, publicKeyFile: nil))
+        XCTAssertEqual(try v.verify(old, now: now), riderExpected)
+        // The provider's rotation: new key published beside the old, then the old dropped.
+        try Data(jwks([Keys.rsa.jwk(kid: "old"), Keys.ed25519.jwk(kid: "new")])).write(to: URL(fileURLWithPath: path))
+        try v.reload(jwksFile: path, publicKeyFile: nil)
+        XCTAssertNil(refusal(old, v))
+        XCTAssertNil(refusal(new, v))
+        try Data(jwks([Keys.ed25519.jwk(kid: "new")])).write(to: URL(fileURLWithPath: path))
+        try v.reload(jwksFile: path, publicKeyFile: nil)
+        XCTAssertEqual(refusal(old, v)?.kind, .unknownKey)
+        XCTAssertNil(refusal(new, v))
+    }
+
     /// Verifies on several threads while another thread rotates: every answer is one of the two
     /// sets' answers (accepted, or unknown kid), never a bad signature or a crash.
     func testReloadUnderConcurrentVerifies() throws {
