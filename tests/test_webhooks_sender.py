@@ -129,6 +129,9 @@ def test_dead_after_the_retry_window(receiver_factory):
     rx = receiver_factory(always=503)
     attempts, summary = probe("send", rx.url, "2", "--give-up", "2500", "--limit", "30")
     assert summary["dead"] == 8 and summary["pending"] == 0 and summary["delivered"] == 0, summary
+    metrics = summary["metrics"].splitlines()
+    assert "ridepush_webhook_dead 8" in metrics and "ridepush_webhook_pending 0" in metrics
+    assert 'ridepush_webhook_attempts_total{result="http_error"} ' + str(len(rx.log)) in metrics
     dead = [a for a in attempts if a["update"] == "dead"]
     assert len(dead) == 8 and all(a["result"] == "HTTP 503" for a in dead)
     # Still in order per ride: a dead event lets the next one go, never the other way round.

@@ -14,6 +14,23 @@ public protocol WebhookOutbox: AnyObject, Sendable {
     ///      AND state = 'pending') ORDER BY seq LIMIT ?
     func pending(limit: Int) -> [OutboxRow]
     func record(_ update: OutboxUpdate)
+    /// Counts for `/metrics`, read by the sender after each `pending` (never by a service thread).
+    func stats() -> OutboxStats
+    /// Dead rows, oldest first, for `GET /v1/webhooks/dead`.
+    func dead(limit: Int) -> [OutboxRow]
+}
+
+/// The whole outbox's state, as opposed to the heads the sender holds.
+public struct OutboxStats: Sendable, Equatable {
+    public var pending: Int
+    public var oldestPendingCreated: UnixMillis?
+    public var dead: Int
+
+    public init(pending: Int = 0, oldestPendingCreated: UnixMillis? = nil, dead: Int = 0) {
+        self.pending = pending
+        self.oldestPendingCreated = oldestPendingCreated
+        self.dead = dead
+    }
 }
 
 /// One attempt as it happened, for the delivery log and tests.
@@ -28,7 +45,7 @@ public struct DeliveryAttempt: Sendable, Equatable {
 /// few HTTP worker threads, records results and sleeps until the next retry. It shares nothing
 /// with the service or store threads except the outbox, so a receiver that hangs costs this
 /// sender its workers' time and nobody else anything.
-public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`, `jobs`, `stopping` are touched only with `wake` locked
+public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `results`, `stopping`, `poked`, `stats` only with `wake` locked; `threads` only in start()
     public struct Settings: Sendable {
         public var secret: [UInt8]
         public var schedule = RetrySchedule()
@@ -58,6 +75,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
     private var results: [(OutboxRow, DeliveryResult)] = []
     private var stopping = false
     private var poked = false
+    private var stats = OutboxStats()
     private var threads: [Thread] = []
     private let finished = DispatchGroup()
 
@@ -108,11 +126,12 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         return machine.counts
     }
 
-    /// Pending rows known here and the oldest one's creation, for `/metrics`.
-    public var pending: (count: Int, oldestCreated: UnixMillis?) {
+    /// What `/metrics` shows: the outbox's counts as of the sender's last read, and the
+    /// attempts since start. Cheap, no I/O: safe to call from a service thread.
+    public var metrics: WebhookMetrics {
         wake.lock()
         defer { wake.unlock() }
-        return (machine.pendingCount, machine.oldestPendingCreated)
+        return WebhookMetrics(outbox: stats, attempts: machine.counts)
     }
 
     private func run() {
@@ -126,8 +145,10 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
                 lastRead = now
                 wake.unlock()
                 let rows = outbox.pending(limit: settings.batch)
+                let latest = outbox.stats()
                 wake.lock()
                 machine.load(rows)
+                stats = latest
             }
             // Results first: a finished head lets its lane's next row go in this same pass.
             let done = results
@@ -252,5 +273,17 @@ public final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {  // `rows`
         lock.lock()
         defer { lock.unlock() }
         return dead
+    }
+
+    public func stats() -> OutboxStats {
+        lock.lock()
+        defer { lock.unlock() }
+        return OutboxStats(pending: rows.count, oldestPendingCreated: rows.lazy.map(\.created).min(), dead: dead.count)
+    }
+
+    public func dead(limit: Int) -> [OutboxRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        return Array(dead.prefix(limit))
     }
 }

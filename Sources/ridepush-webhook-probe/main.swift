@@ -92,12 +92,15 @@ case "send" where args.count >= 4:
     }
     sender.stop()
     let counts = sender.counts
+    // The sender's view as /metrics would show it, refreshed by one more outbox read.
+    let metrics = WebhookMetrics(outbox: outbox.stats(), attempts: counts).prometheusText(now: clock.now())
     emit { w in
         w.field("pending", Int64(outbox.pendingRows.count))
         w.field("dead", Int64(outbox.deadRows.count))
         w.field("delivered", Int64(counts.delivered))
         w.field("retried", Int64(counts.retried))
         w.field("elapsed_ms", clock.now() - started)
+        w.field("metrics", metrics)
     }
 
 default:
