@@ -5,13 +5,15 @@ import RideCore
 /// (SQLite, PostgreSQL with leases) or `MemoryOutbox`. Called only from the sender's loop thread.
 public protocol WebhookOutbox: AnyObject, Sendable {
     /// The head of each lane — per endpoint and ride, the pending row (not delivered, not dead)
-    /// with the lowest `seq` — at most `limit` of them, lowest `seq` first. Only heads may be
-    /// sent, so reading only heads bounds memory by lanes, and a lane its receiver keeps
-    /// refusing cannot fill the batch and starve the others. Rows handed out before are handed
-    /// out again; the machine skips them. In SQL:
+    /// with the lowest `seq` — at most `limit` of them, soonest `nextAttemptAt` first (then
+    /// `seq`). Only heads may be sent, so reading only heads bounds memory by lanes; reading the
+    /// soonest first means lanes a receiver keeps refusing (waiting minutes) cannot fill the
+    /// batch and starve lanes that are due. Rows handed out before are handed out again; the
+    /// machine skips them. In SQL:
     ///   SELECT … FROM webhook_outbox o WHERE state = 'pending' AND seq =
-    ///     (SELECT min(seq) FROM webhook_outbox WHERE endpoint = o.endpoint AND ride = o.ride
-    ///      AND state = 'pending') ORDER BY seq LIMIT ?
+    ///     (SELECT min(seq) FROM webhook_outbox i WHERE i.state = 'pending'
+    ///      AND i.endpoint = o.endpoint AND i.ride = o.ride)
+    ///   ORDER BY next_attempt_at, seq LIMIT ?
     func pending(limit: Int) -> [OutboxRow]
     func record(_ update: OutboxUpdate)
     /// Counts for `/metrics`, read by the sender after each `pending` (never by a service thread).
@@ -238,10 +240,11 @@ public final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {  // `rows`
         defer { lock.unlock() }
         var seen = Set<[String]>()
         var heads = [OutboxRow]()
-        for row in rows where heads.count < limit && seen.insert([row.endpoint, row.rideID]).inserted {
+        for row in rows where seen.insert([row.endpoint, row.rideID]).inserted {
             heads.append(row)
         }
-        return heads
+        heads.sort { ($0.nextAttemptAt, $0.seq) < ($1.nextAttemptAt, $1.seq) }
+        return Array(heads.prefix(limit))
     }
 
     public func record(_ update: OutboxUpdate) {

@@ -60,7 +60,7 @@ final class MemoryOutboxTests: XCTestCase {
         WebhookEvent(type: type, rideID: ride, created: created, ride: Array(#"{"id":"\#(ride)"}"#.utf8))
     }
 
-    /// Only lane heads are handed out, so one refused ride cannot fill the batch.
+    /// Only lane heads are handed out, soonest due first, so refused rides cannot fill the batch.
     func testPendingHandsOutLaneHeadsOnly() {
         let outbox = MemoryOutbox()
         for type in WebhookEventType.allCases { outbox.append(event("busy", type, at: 1_000), endpoints: ["http://a/", "http://b/"]) }
@@ -72,7 +72,10 @@ final class MemoryOutboxTests: XCTestCase {
         XCTAssertEqual(outbox.pending(limit: 10).map(\.seq), [3, 4, 9])
         XCTAssertEqual(outbox.stats(), OutboxStats(pending: 7, oldestPendingCreated: 1_000, dead: 1))
         XCTAssertEqual(outbox.dead(limit: 10).map(\.lastResult), ["timeout"])
+        // A head retrying later goes to the back: due lanes are read first.
         outbox.record(.retry(seq: 3, attempts: 1, at: 5_000, lastResult: "HTTP 500"))
-        XCTAssertEqual(outbox.pending(limit: 1).first?.nextAttemptAt, 5_000)
+        XCTAssertEqual(outbox.pending(limit: 10).map(\.seq), [4, 9, 3])
+        XCTAssertEqual(outbox.pending(limit: 2).map(\.seq), [4, 9])
+        XCTAssertEqual(outbox.pendingRows.first { $0.seq == 3 }?.attempts, 1)
     }
 }
