@@ -123,7 +123,7 @@ def test_the_receipt_is_in_the_same_language(lang):
             assert lines[1:] == ["  unlock 500 KRW", "  riding 0 min 0 KRW", "  total 500 KRW (returned by the rider)"]
         else:
             assert re.fullmatch(r"r-rc 반납 완료 0분 [01]초 · 500원", lines[0]), lines
-            assert lines[1:] == ["  기본 요금 500원", "  주행 0분 0원", "  합계 500원 (반납)"]
+            assert lines[1:] == ["  잠금 해제 500원", "  주행 0분 0원", "  합계 500원 (반납)"]
         # The page calls the unlock line the same (public/i18n.js: the Korean table, then the
         # English; the CLI writes English in lower case).
         ko_label, en_label = re.findall(r"'receipt\.unlock': '([^']*)'", open(os.path.join(ROOT, "public", "i18n.js"), encoding="utf-8").read())

@@ -89,7 +89,7 @@ struct Words: Sendable {
             // The page's receipt words (public/i18n.js, receipt.*), so a rider reading both
             // sees one name per line; English in the CLI's lower case.
             let label = (korean
-                ? ["unlock": "기본 요금", "riding": "주행", "distance": "주행 거리", "pause": "일시정지 요금",
+                ? ["unlock": "잠금 해제", "riding": "주행", "distance": "주행 거리", "pause": "일시정지 요금",
                    "cap": "요금 상한 할인", "floor": "할인 한도 조정"]
                 : ["unlock": "unlock", "riding": "riding", "distance": "distance", "pause": "pause charge",
                    "cap": "fare cap", "floor": "discount limited to the fare"])[l.label] ?? l.label
