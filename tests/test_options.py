@@ -62,7 +62,8 @@ def test_the_command_line_beats_the_environment():
                  "--verify TOKEN", "--jwks-file, --jwks FILE", "--jwt-public-key FILE", "--jwt-issuer ISS",
                  "--jwt-audience AUD", "--jwt-claim-namespace PREFIX", "-h, --help"]),
     (["bench", "--transitions"], ["--transitions", "--url URL", "-n, --connections, --clients N", "--depth K",
-                                  "-d, --duration S", "--disk DIR", "--one-ride N", "--token T", "--json", "-h, --help"]),
+                                  "-d, --duration S", "--disk DIR", "--one-ride N", "--open-rides N", "--token T", "--json",
+                                  "-h, --help"]),
 ])
 def test_help_lists_every_option_in_table_order(command, options):
     r = run(*command, "--help")
