@@ -772,6 +772,8 @@
     }
     if (!fleetMap) fleetMap = new window.RPMap($('fleet-map'), { pad: 12, markerR: 5 });
     const svg = $('fleet-map');
+    // Smaller dots on a phone-sized map, so a few hundred rides do not hide the zones.
+    fleetMap.o.markerR = svg.clientWidth < 500 ? 3.5 : 5;
     fleetMap.draw({ zones: S.zones || [], markers, fit: 'fleet' });
     svg.dataset.markers = String(markers.length);
     $('map-shown').textContent = I.t(S.lang, 'ops.map.shown', { n: I.num(S.lang, markers.length) });
