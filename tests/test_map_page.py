@@ -343,3 +343,35 @@ def test_fleet_map_300_rides_over_paris_and_click_opens_detail(browsers, size):
         assert B.page_width(drv)[0] <= B.page_width(drv)[1]
         assert [e for e in B.console_errors(drv) if "favicon" not in e.get("message", "")] == []
         B.screenshot(drv, "map-fleet-%d" % size[0])
+
+
+def test_fleet_map_stays_hidden_without_positions_and_shows_zone_warnings(browsers):
+    rides, _, _ = paris_fleet()
+    bare = [{k: v for k, v in r.items() if k != "position"} for r in rides[:20]]
+    with FakeRideServer(PUBLIC, zones_path=PARIS) as fake:
+        fake.fleet = bare
+        drv = browsers(B.DESKTOP, "ko-KR")
+        drv.get(fake.url + "/ops/")
+        B.wait(drv, lambda d: d.execute_script("return window.RP_OPS.rows()") == 20, 10, "snapshot not shown")
+        assert not B.by_id(drv, "fleet-map-card").is_displayed()
+        assert "/zones" not in fake.http_paths
+        # A position arrives for one ride (its fleet_event): the map appears with that one marker.
+        moved = dict(bare[5], position={"lat": 48.8584, "lon": 2.2945, "at": 1764430001000})
+        fake.broadcast({"type": "fleet_event", "event": "position", "at": 1764430001000, "ride": moved})
+        B.wait(drv, lambda d: B.attr(d, "fleet-map", "data-markers") == "1", 10, "the map did not appear")
+        assert B.by_id(drv, "fleet-map-card").is_displayed()
+        # Entering a no-go zone reaches the feed as a fleet_warning naming it: the detail says so.
+        fake.broadcast({"type": "fleet_warning", "ride": moved["ride"], "zone": "Trocadéro + Jardins", "at": 1764430002000})
+        drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", B.by_id(drv, "fleet-map"))
+        m = drv.execute_script("return window.RP_OPS.mapMarkers()")[0]
+        svg = B.by_id(drv, "fleet-map")
+        ActionChains(drv).move_to_element_with_offset(svg, int(m["x"] - svg.size["width"] / 2),
+                                                      int(m["y"] - svg.size["height"] / 2)).click().perform()
+        B.wait(drv, lambda d: B.text(d, "detail-id") == moved["ride"], 5, "detail not opened from the map")
+        facts = drv.execute_script("""
+            return Array.from(document.querySelectorAll('#detail-facts dd'), (dd) => [dd.dataset.key, dd.textContent]);""")
+        facts = dict(facts)
+        assert facts.get("zone") == "Trocadéro + Jardins"
+        assert facts.get("position", "").startswith("48.85840, 2.29450")
+        # The time-limit warning of the same ride still reads `remaining` (unchanged by the zone one).
+        assert drv.execute_script("return window.RP_OPS.row(arguments[0]).remaining", moved["ride"]) is None
