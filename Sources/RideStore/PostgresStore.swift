@@ -248,6 +248,17 @@ public final class PostgresStore: RideStore {
         }
     }
 
+    /// `SELECT 1`, connecting first if needed. The probe runs on its own backoff (the store
+    /// worker's), so it skips the connect backoff: PostgreSQL back is seen at the next probe.
+    public func probe() throws(StoreError) {
+        if !isConnected { retryAt = clock.now() }
+        try read { (c: PostgresConnection) throws(StoreError) in
+            try PostgresJournal.run(label) { () throws(PostgresError) in _ = try c.query("SELECT 1") }
+        }
+    }
+
+    public var reachable: Bool { health.isUp }
+
     /// One read on the open connection; a read that loses it marks the store down.
     func read<T>(_ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
         let c = try connection()

@@ -41,6 +41,21 @@ public protocol RideStore: AnyObject {
 
     /// Releases the file or connection (later calls throw `.unavailable`). Safe to call twice.
     func close()
+
+    /// A cheap round trip proving the store answers again (`SELECT 1` on PostgreSQL, a read
+    /// and room to write on SQLite). The store worker calls it, on its own thread and on a
+    /// backoff, while the store is failing, so health returns without any client's write.
+    func probe() throws(StoreError)
+
+    /// False while the store knows it cannot reach its data (a lost PostgreSQL connection):
+    /// the worker then probes it even though no commit failed.
+    var reachable: Bool { get }
+}
+
+extension RideStore {
+    /// A read that touches the store's data (the ride id "" is never valid).
+    public func probe() throws(StoreError) { _ = try ride("") }
+    public var reachable: Bool { true }
 }
 
 /// A store whose commit can return before its log is on disk, with a separate way to make it
