@@ -80,7 +80,7 @@ public final class PostgresStore: RideStore {
                 switch write {
                 case .create(let new, let reply):
                     if rows[new.id] != nil {
-                        results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                        results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
                         continue
                     }
                     switch try PostgresJournal.create(c, new, reply: reply) {
@@ -88,13 +88,13 @@ public final class PostgresStore: RideStore {
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         results.append(.written)
                     case .idExists, .stale:
-                        results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                        results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
                     case .replyExists, .replyExistsRowInserted:
-                        results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                        results.append(.refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply!.key)")))
                     }
                 case .append(let entry, let reply):
                     guard let row = rows[entry.ride] else {
-                        results.append(.refused(StoreError(.notFound, "no ride \(entry.ride)")))
+                        results.append(.refused(StoreError(.rideNotFound, "no ride \(entry.ride)")))
                         continue
                     }
                     if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
@@ -106,9 +106,9 @@ public final class PostgresStore: RideStore {
                         rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
                         results.append(.written)
                     case .replyExists, .idExists, .replyExistsRowInserted:
-                        results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                        results.append(.refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply!.key)")))
                     case .stale:
-                        results.append(.refused(StoreError(.conflict, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
+                        results.append(.refused(StoreError(.notNext, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
                     }
                 }
             }
@@ -135,14 +135,14 @@ public final class PostgresStore: RideStore {
                     switch write {
                     case .create(let new, let reply):
                         if rows[new.id] != nil {
-                            results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                            results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
                             continue
                         }
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         statements.append(PostgresJournal.createStatement(new, reply: reply))
                     case .append(let entry, let reply):
                         guard let row = rows[entry.ride] else {
-                            results.append(.refused(StoreError(.notFound, "no ride \(entry.ride)")))
+                            results.append(.refused(StoreError(.rideNotFound, "no ride \(entry.ride)")))
                             continue
                         }
                         if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {

@@ -153,7 +153,7 @@ public final class SQLiteStore: LogSyncing {
                 results.append(.written)
             } else {
                 // Rare (the server decides from the same state): say exactly why.
-                results.append(.refused(try refusal(write) ?? StoreError(.conflict, "ride \(write.rideID): refused by the store")))
+                results.append(.refused(try refusal(write) ?? StoreError(.notNext, "ride \(write.rideID): refused by the store")))
             }
         }
     }
@@ -163,14 +163,14 @@ public final class SQLiteStore: LogSyncing {
         case .create(let new, let reply):
             var exists = false
             try db.query("SELECT 1 FROM rides WHERE id = ?", [.text(new.id)]) { (_: SQLRow) throws(StoreError) in exists = true }
-            if exists { return StoreError(.conflict, "ride \(new.id) already exists") }
+            if exists { return StoreError(.rideExists, "ride \(new.id) already exists") }
             return try taken(reply)
         case .append(let entry, let reply):
             var row: (seq: Int64, state: String)?
             try db.query("SELECT last_seq, state FROM rides WHERE id = ?", [.text(entry.ride)]) { (r: SQLRow) throws(StoreError) in
                 row = (r.int(0), r.text(1))
             }
-            guard let row else { return StoreError(.notFound, "no ride \(entry.ride)") }
+            guard let row else { return StoreError(.rideNotFound, "no ride \(entry.ride)") }
             guard let state = RideState(rawValue: row.state) else {
                 return StoreError(.corrupt, "ride store \(path): ride \(entry.ride) has an unknown state '\(row.state)'")
             }
@@ -243,7 +243,7 @@ public final class SQLiteStore: LogSyncing {
         }
         // The server should have answered from `reply(for:)` instead of applying again;
         // refusing here keeps "applied once" true.
-        return exists ? StoreError(.conflict, "a reply is already recorded for \(reply.key)") : nil
+        return exists ? StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply.key)") : nil
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {

@@ -159,7 +159,7 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(aDone.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(bDone.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(try aResult?.get(), [.written])
-        XCTAssertEqual(try bResult?.get(), [.refused(StoreError(.conflict, "ride r: ride has ended; cannot pause"))])
+        XCTAssertEqual(try bResult?.get(), [.refused(StoreError(.notAllowed, "ride r: ride has ended; cannot pause"))])
         XCTAssertEqual(try b.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 5, reason: .rider, metres: 1)])
         XCTAssertNil(try b.reply(for: loser.key))
         let row = try pg.admin("SELECT last_seq, state, ended_at FROM ridepush.rides", database: db)
@@ -175,7 +175,7 @@ final class PostgresStoreTests: XCTestCase {
         try a.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         XCTAssertEqual(try a.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1_000)), reply: nil)]), [.written])
         XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]),
-                       [.refused(StoreError(.conflict, "ride r: entry 2 is not the next one (the last is 2)"))])
+                       [.refused(StoreError(.notNext, "ride r: entry 2 is not the next one (the last is 2)"))])
         XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 3, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]), [.written])
         XCTAssertEqual(try a.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1_000), .end(at: t0 + 2_000, reason: .rider, metres: 0)])
         let e = storeError { () throws(StoreError) in try b.create(id: "r", planID: "q", owner: nil, limit: nil, startedAt: t0, reply: nil) }

@@ -66,7 +66,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try store.reply(for: key)?.bytes, [7])
         // Version 3 numbered each ride's last entry and state from its journal.
         let ended = try store.commit([.append(JournalEntry(ride: "done-1", seq: 3, transition: .pause(at: t0 + 200_000)), reply: nil)])
-        XCTAssertEqual(ended, [.refused(StoreError(.conflict, "ride done-1: ride has ended; cannot pause"))])
+        XCTAssertEqual(ended, [.refused(StoreError(.notAllowed, "ride done-1: ride has ended; cannot pause"))])
         let next = try store.commit([.append(JournalEntry(ride: "open-1", seq: 4, transition: .end(at: t0 + 80_000, reason: .rider, metres: 0)), reply: nil)])
         XCTAssertEqual(next, [.written])
         store.close()
