@@ -3,6 +3,7 @@ import Foundation
 import RideAuth
 import RideCore
 import RideStore
+import RideStorePostgres
 import Synchronization
 
 /// The server: shared state (registry, metrics, the ticker) and the service threads.
@@ -49,7 +50,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public var listensEverywhere: Bool { listener.isWildcard }
 
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system,
-                faults: StoreFaults = StoreFaults()) throws(ServerError) {
+                faults: (any StoreFaultInjection)? = nil) throws(ServerError) {
         self.config = config
         quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock

@@ -72,3 +72,14 @@ public final class StoreHealth: Sendable {
         }
     }
 }
+
+/// Whether a connection last reached PostgreSQL, readable from any thread (for /healthz and
+/// the metrics gauge), with the last failure's message.
+public final class ConnectionHealth: Sendable {
+    private let state = Locked<(up: Bool, why: String)>((true, ""))  // not Mutex: TSan sees pthread locks only
+    public init() {}
+    public var isUp: Bool { state.withLock { $0.up } }
+    public var lastFailure: String { state.withLock { $0.why } }
+    public func up() { state.withLock { $0.up = true } }
+    public func down(_ why: String) { state.withLock { $0 = (false, why) } }
+}

@@ -40,7 +40,8 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
     private let store: RideStore
     private let deferring: LogSyncing?
     private let client: Client
-    private let faults: StoreFaults
+    /// Test-only fault points (RideStoreTesting, or the environment in debug builds); nil in a deployment.
+    private let faults: (any StoreFaultInjection)?
     private let fatal: @Sendable (StoreError) -> Void
     private let wake = NSCondition()
     private var queue: [Client.Job] = []
@@ -78,7 +79,7 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
     /// The worker thread, once started: debug builds check the methods only it may run.
     private let workerThread = Locked<pthread_t?>(nil)
 
-    public init(store: RideStore, client: Client, faults: StoreFaults = StoreFaults(), maxGroup: Int = 4096,
+    public init(store: RideStore, client: Client, faults: (any StoreFaultInjection)? = nil, maxGroup: Int = 4096,
                 health: StoreHealth = StoreHealth(),
                 fatal: @escaping @Sendable (StoreError) -> Void) {
         self.store = store
@@ -245,9 +246,9 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             settled(group, wrote: false)
             return true
         }
-        faults.beforeCommit()
+        faults?.beforeCommit()
         do throws(StoreError) {
-            if faults.commitFails() { throw StoreError(.commitFailed, "injected I/O error at COMMIT (RIDEPUSH_TEST_FAIL_COMMITS_WHILE)") }
+            if let injected = faults?.commitFailure() { throw injected }
             let results: [WriteResult]
             if let deferring { results = try deferring.commitUnsynced(batch) } else { results = try store.commit(batch) }
             commits.add(1, ordering: .relaxed)
@@ -290,10 +291,10 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             if groups.isEmpty { break }
             if groups.contains(where: \.wrote) {
                 health.syncBegan()
-                faults.beforeSync()
+                faults?.beforeSync()
                 do throws(StoreError) {
                     defer { health.syncEnded() }
-                    if faults.syncFails() { throw StoreError(.commitFailed, "injected fsync error (RIDEPUSH_TEST_FAIL_SYNCS_WHILE)") }
+                    if let injected = faults?.syncFailure() { throw injected }
                     try sync()
                     syncs.add(1, ordering: .relaxed)
                     health.succeeded()
@@ -305,50 +306,5 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             for g in groups { client.publish(g.group) }
         }
         syncStopped.signal()
-    }
-}
-
-/// Fault points for tests, all off unless asked for through the environment.
-public struct StoreFaults: Sendable {
-    /// While this file exists, every commit waits before it starts (a disk that stalls).
-    public var stallWhileFileExists: String?
-    /// While this file exists, a commit fails as an I/O error at COMMIT would (fate unknown).
-    public var failWhileFileExists: String?
-    /// While this file exists, the log sync waits before it starts (a slow fsync).
-    public var stallSyncWhileFileExists: String?
-    /// While this file exists, the log sync fails as a failed fsync would.
-    public var failSyncWhileFileExists: String?
-
-    public init(stallWhileFileExists: String? = nil, failWhileFileExists: String? = nil,
-                stallSyncWhileFileExists: String? = nil, failSyncWhileFileExists: String? = nil) {
-        self.stallWhileFileExists = stallWhileFileExists
-        self.failWhileFileExists = failWhileFileExists
-        self.stallSyncWhileFileExists = stallSyncWhileFileExists
-        self.failSyncWhileFileExists = failSyncWhileFileExists
-    }
-
-    /// `RIDEPUSH_TEST_STALL_COMMITS_WHILE=<path>`, `RIDEPUSH_TEST_FAIL_COMMITS_WHILE=<path>`,
-    /// `RIDEPUSH_TEST_STALL_SYNCS_WHILE=<path>`, `RIDEPUSH_TEST_FAIL_SYNCS_WHILE=<path>`
-    /// (tests only; unset in any deployment).
-    public static func fromEnvironment() -> StoreFaults {
-        let env = ProcessInfo.processInfo.environment
-        return StoreFaults(stallWhileFileExists: env["RIDEPUSH_TEST_STALL_COMMITS_WHILE"],
-                           failWhileFileExists: env["RIDEPUSH_TEST_FAIL_COMMITS_WHILE"],
-                           stallSyncWhileFileExists: env["RIDEPUSH_TEST_STALL_SYNCS_WHILE"],
-                           failSyncWhileFileExists: env["RIDEPUSH_TEST_FAIL_SYNCS_WHILE"])
-    }
-
-    func beforeCommit() { Self.wait(while: stallWhileFileExists) }
-    func beforeSync() { Self.wait(while: stallSyncWhileFileExists) }
-    func commitFails() -> Bool { Self.exists(failWhileFileExists) }
-    func syncFails() -> Bool { Self.exists(failSyncWhileFileExists) }
-
-    private static func wait(while path: String?) {
-        while exists(path) { usleep(2_000) }
-    }
-
-    private static func exists(_ path: String?) -> Bool {
-        guard let path else { return false }
-        return access(path, F_OK) == 0
     }
 }

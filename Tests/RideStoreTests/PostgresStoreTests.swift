@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// What only the PostgreSQL store has: connecting (passwords, timeouts), the schema in a
 /// shared database, conditional appends across connections, NOTIFY and the catch-up feed.

@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 let t0: UnixMillis = 1_764_430_000_000
 

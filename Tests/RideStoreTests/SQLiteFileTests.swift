@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// What only the SQLite file can get wrong: schema versions, bad files, write failures.
 final class SQLiteFileTests: StoreDirectoryTestCase {

@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// The SQLite store's multi-row writes and batched reads (SQLiteGroupStatements.swift): the
 /// same results as one write at a time, in the shapes it prepares.

@@ -3,6 +3,9 @@ import Synchronization
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
+import RideStoreTesting
 
 /// The store's own record of itself (StoreHealth): staleness of a group or sync in flight,
 /// and the worker's probe of a failing store on a backoff, all on a clock stepped by hand.
@@ -27,39 +30,10 @@ final class StoreHealthTests: XCTestCase {
         XCTAssertEqual(r.state(now: 6_000, stallMillis: 5_000), .stalled)
     }
 
-    /// A store whose probe fails until told otherwise and signals each probe.
-    final class ProbedStore: RideStore {
-        let inner = MemoryStore()
-        let probed = DispatchSemaphore(value: 0)
-        let probeFails = Atomic<Bool>(true)
-        let commitFails = Atomic<Bool>(false)
-        let gate = Atomic<Bool>(false)
-        let entered = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
-            if gate.load(ordering: .sequentiallyConsistent) {
-                entered.signal()
-                release.wait()
-            }
-            if commitFails.load(ordering: .sequentiallyConsistent) { throw StoreError(.unavailable, "disk full") }
-            return try inner.commit(batch)
-        }
-        func probe() throws(StoreError) {
-            defer { probed.signal() }
-            if probeFails.load(ordering: .sequentiallyConsistent) { throw StoreError(.unavailable, "still down") }
-        }
-        func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
-        func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
-        func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
-        func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
-        func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
-        func close() { inner.close() }
-    }
-
     func testAFailingStoreIsProbedOnABackoffAndHealthyAgainWithoutAnyWrite() {
         let clock = ManualClock(0)
         let health = StoreHealth { clock.now() }
-        let store = ProbedStore()
+        let store = FlakyStore()
         let client = StoreWorkerTests.Starter()
         let worker = StoreWorker(store: store, client: client, health: health) { _ in XCTFail("not fatal") }
         worker.start()
@@ -99,25 +73,55 @@ final class StoreHealthTests: XCTestCase {
     func testAGroupInFlightPastTheBoundIsStalledAndOkOnceItReturns() {
         let clock = ManualClock(0)
         let health = StoreHealth { clock.now() }
-        let store = ProbedStore()
+        let faults = ScriptedFaults()
         let client = StoreWorkerTests.Starter()
-        let worker = StoreWorker(store: store, client: client, health: health) { _ in XCTFail("not fatal") }
+        let worker = StoreWorker(store: FlakyStore(), client: client, faults: faults, health: health) { _ in XCTFail("not fatal") }
         worker.start()
         defer { worker.stop() }
-        store.gate.store(true, ordering: .sequentiallyConsistent)
+        faults.holdCommits(true)
         worker.submit("a")
-        XCTAssertEqual(store.entered.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(faults.commitHeld.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(health.snapshot.commitSince, 0)
         clock.advance(millis: 5_000)
         XCTAssertEqual(health.state(stallMillis: 5_000), .ok)
         clock.advance(millis: 1)
         XCTAssertEqual(health.state(stallMillis: 5_000), .stalled)
-        store.gate.store(false, ordering: .sequentiallyConsistent)
-        store.release.signal()
+        faults.holdCommits(false)
+        faults.releaseCommit()
         XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(client.log.withLock { $0 }, ["a: w"])
         XCTAssertEqual(health.state(stallMillis: 5_000), .ok)
         XCTAssertNil(health.snapshot.commitSince)
         XCTAssertEqual(health.snapshot.lastSuccess, 5_001)
+    }
+
+    func testAnInjectedCommitFailureIsFatalAndTellsNobody() {
+        let faults = ScriptedFaults()
+        let client = StoreWorkerTests.Starter()
+        let fatal = StoreWorkerTests.FatalProbe()
+        let worker = StoreWorker(store: FlakyStore(), client: client, faults: faults, fatal: fatal.record)
+        worker.start()
+        faults.failCommits(with: StoreError(.commitFailed, "injected"))
+        worker.submit("a")
+        XCTAssertEqual(fatal.hit.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(fatal.kind.withLock { $0 }, .commitFailed)
+        XCTAssertEqual(client.log.withLock { $0 }, [])
+    }
+
+    func testEnvironmentFaultsAreOffUnlessAskedForAndFollowTheirFile() throws {
+        XCTAssertNil(StoreFaults.fromEnvironment([:]))
+        #if !DEBUG
+        throw XCTSkip("release builds read no faults from the environment")
+        #endif
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let gate = dir.appendingPathComponent("fail").path
+        let f = try XCTUnwrap(StoreFaults.fromEnvironment(["RIDEPUSH_TEST_FAIL_SYNCS_WHILE": gate]))
+        XCTAssertNil(f.syncFailure())
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        XCTAssertEqual(f.syncFailure()?.kind, .commitFailed)
+        XCTAssertNil(f.commitFailure())
     }
 
     func testASyncInFlightPastTheBoundIsStalled() {

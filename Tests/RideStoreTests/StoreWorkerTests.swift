@@ -3,6 +3,8 @@ import Synchronization
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// The worker thread's group commit, with a store whose commit blocks until the test lets it
 /// go (bounded waits, no sleeps): what queues while a commit is in flight is the next group.

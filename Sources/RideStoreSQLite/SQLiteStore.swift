@@ -1,5 +1,6 @@
 import Glibc
 import RideCore
+import RideStore
 
 /// The embedded default store: one SQLite file in WAL mode. Every `commit` is one
 /// `BEGIN IMMEDIATE … COMMIT` (one fsync for the whole batch) that is on disk when it returns.

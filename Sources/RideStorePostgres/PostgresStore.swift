@@ -1,5 +1,6 @@
 import Glibc
 import RideCore
+import RideStore
 
 /// The ride store on PostgreSQL, shared by every node of a fleet. Same contract as
 /// `SQLiteStore` (same refusals, `StoreRules`); an append is checked against the ride's row
@@ -26,8 +27,10 @@ public final class PostgresStore: RideStore {
     /// Replies read ahead for the group being decided (nil value: known not recorded).
     private var prefetched: [ReplyKey: StoredReply?]?
     private var prefetchedRides: [String: StoredRide?]?
+    #if DEBUG
     /// Tests hold a transaction open here (its row locks taken) to race another node.
     var beforeCommit: (() -> Void)?
+    #endif
 
     /// Connects, then creates or upgrades the schema. Throws `.unavailable` (cannot
     /// connect or authenticate: the message has libpq's words), `.newerSchema`, `.corrupt`
@@ -171,7 +174,9 @@ public final class PostgresStore: RideStore {
                         results[i] = .written
                     }
                 }
+                #if DEBUG
                 beforeCommit?()
+                #endif
                 try c.query("COMMIT")
                 return results.map { $0! }
             } catch {
@@ -311,7 +316,9 @@ public final class PostgresStore: RideStore {
             do {
                 try c.query("BEGIN")
                 let value = try body(c)
+                #if DEBUG
                 beforeCommit?()
+                #endif
                 try c.query("COMMIT")
                 return value
             } catch {
