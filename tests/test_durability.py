@@ -727,3 +727,26 @@ def test_healthz_is_degraded_naming_the_store_while_its_log_sync_hangs_then_ok(t
         assert c.wait_for(lambda m: m.get("id") == "s2", 5)["state"] == "riding"
         status, body = healthz(srv)
         assert (status, body["status"], body["store"]) == (200, "ok", "ok"), body
+
+
+def test_a_full_disk_freed_makes_healthz_ok_again_with_no_client_write(tmp_path):
+    # The server probes a failing store itself (a read and room to write), so freeing the
+    # disk is enough: no request has to succeed first.
+    with mounted_tmpfs(tmp_path / "small", "size=2m") as small:
+        with Server(*FAST, store=str(small / "rides.db")) as srv, Client(srv.ws) as c:
+            assert c.request({"type": "start", "ride": "r-1"})["type"] == "state"
+            filler = fill(str(small))
+            e = c.request({"type": "start", "ride": "r-2"})
+            assert (e["type"], e["code"]) == ("error", "unavailable"), e
+            time.sleep(2)  # probes meanwhile: the disk is still full, so still failing
+            status, body = healthz(srv)
+            assert (status, body["status"], body["store"]) == (503, "degraded", "failing"), body
+            os.unlink(filler)
+            freed = time.monotonic()
+            while True:
+                status, body = healthz(srv)
+                if status == 200:
+                    break
+                assert time.monotonic() - freed < 5, ("still degraded 5 s after the disk was freed", body)
+                time.sleep(0.1)
+            assert body["store"] == "ok", body

@@ -6,7 +6,8 @@ import RideCore
 /// store last answered and last failed. `/healthz` reads it from any thread; the worker's
 /// threads write it. A stuck disk shows as an age, not as a silence.
 public struct StoreHealthReport: Sendable, Equatable {
-    /// Since when the current group has been in flight on the worker thread; nil when idle.
+    /// Since when the current group (or probe) has been in flight on the worker thread; nil
+    /// when idle.
     public var commitSince: Int64?
     /// Since when the current log sync has been in flight on the sync thread; nil when idle.
     public var syncSince: Int64?

@@ -209,6 +209,10 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         assertOnWorkerThread("probe")
         probes.add(1, ordering: .relaxed)
         let began = health.clock()
+        // In flight like a group: a probe that hangs (a store that accepts and never answers)
+        // is a stall, not a silence.
+        health.commitBegan()
+        defer { health.commitEnded() }
         do throws(StoreError) {
             try store.probe()
             health.succeeded()
