@@ -490,7 +490,7 @@ public final class SQLiteStore: LogSyncing {
 
     /// The least room left on the file's filesystem for the store to count as able to write:
     /// a read alone succeeds on a full disk, which is how a store most often fails.
-    static let probeRoomBytes: UInt64 = 256 * 1024
+    var probeRoomBytes: UInt64 = 256 * 1024
 
     /// A read of the file (its schema version) and room on its filesystem to write a group.
     public func probe() throws(StoreError) {
@@ -500,8 +500,8 @@ public final class SQLiteStore: LogSyncing {
             throw StoreError(.unavailable, "ride store \(path): cannot read its filesystem's free space (\(String(cString: strerror(errno))))")
         }
         let room = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
-        guard room >= Self.probeRoomBytes else {
-            throw StoreError(.unavailable, "ride store \(path): \(room) bytes free on its filesystem, less than \(Self.probeRoomBytes)")
+        guard room >= probeRoomBytes else {
+            throw StoreError(.unavailable, "ride store \(path): \(room) bytes free on its filesystem, less than \(probeRoomBytes)")
         }
     }
 

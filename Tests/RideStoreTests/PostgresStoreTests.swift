@@ -309,6 +309,27 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertTrue(store.health.isUp)
     }
 
+    /// The worker's probe: `SELECT 1`, connecting at once even inside the connect backoff
+    /// (the probe keeps its own), so the store is seen back at the first probe after it is.
+    func testProbeIsASelectOneThatSkipsTheConnectBackoff() throws {
+        let clock = ManualClock()
+        let store = try open(clock)
+        XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+        XCTAssertTrue(store.reachable)
+        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.probe() }?.kind, .unavailable)
+        XCTAssertFalse(store.reachable)
+        let e = storeError { () throws(StoreError) in try store.probe() }
+        XCTAssertTrue(e?.message.contains("is not currently accepting connections") ?? false, "a real connect: \(e?.message ?? "")")
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
+        // No time passed on the store's clock: an ordinary read still waits out its backoff.
+        XCTAssertTrue(storeError { () throws(StoreError) in try store.ride("x") }?.message.contains("next attempt in") ?? false)
+        XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+        XCTAssertTrue(store.reachable)
+        XCTAssertNil(try store.ride("x"))
+    }
+
     /// Each failed connect doubles the wait before the next one, 250 ms up to 5 s; calls in
     /// between fail without connecting and say how long is left. Once a connect works the
     /// backoff starts from 250 ms again.

@@ -244,6 +244,20 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
 
     /// The log is checkpointed by the helper thread, not inside the worker's COMMIT, and still
     /// starts again from its beginning under a steady stream of commits.
+    /// The worker's probe of a failing file store: a read, and room on the filesystem (a
+    /// read alone succeeds on the full disk that failed the write).
+    func testProbeReadsTheFileAndAsksForRoomToWrite() throws {
+        let store = try SQLiteStore(path: path)
+        XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+        store.probeRoomBytes = .max
+        let e = storeError { () throws(StoreError) in try store.probe() }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.contains("bytes free on its filesystem, less than") ?? false, e?.message ?? "")
+        store.probeRoomBytes = 0
+        store.close()
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.probe() }?.kind, .unavailable, "a closed store is not back")
+    }
+
     func testTheLogIsCopiedByTheHelperAndRestartsUnderSteadyCommits() throws {
         let store = try SQLiteStore(path: path)
         let reply = { (n: Int) in ReplyRecord(key: ReplyKey(scope: "", id: "q\(n)"), request: "start r\(n)", bytes: Array("ok".utf8), at: 1_700_000_000_000) }
