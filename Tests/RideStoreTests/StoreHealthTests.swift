@@ -127,7 +127,7 @@ final class StoreHealthTests: XCTestCase {
     func testASyncInFlightPastTheBoundIsStalled() {
         let clock = ManualClock(0)
         let health = StoreHealth { clock.now() }
-        let store = StoreWorkerTests.DeferringStore()
+        let store = DeferringStore()
         let client = StoreWorkerTests.Starter()
         let worker = StoreWorker(store: store, client: client, health: health) { _ in XCTFail("not fatal") }
         worker.start()
