@@ -36,7 +36,12 @@ public protocol GroupCommitClient: AnyObject {
 /// A `.commitFailed` error (at COMMIT or at the sync) stops the process through `fatal`: the
 /// fate of those transactions is unknown, and only a restart reading the file can tell what is
 /// durable. Nobody has been told about them.
-public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue`/`stopping` are guarded by `wake`, `handed`/`syncQuit` by `syncWake`; the worker thread alone calls prepare/finish and the store, publish runs on one thread at a time (see GroupCommitClient)
+///
+/// The worker also keeps its store's health (`StoreHealth`): since when a group and a sync have
+/// been in flight, and the store's last success and failure. While the store is failing (or
+/// says it cannot reach its data) and nothing is queued, the worker probes it on a backoff, so
+/// health returns with the store and not with the next client's write.
+public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue`/`stopping` are guarded by `wake`, `handed`/`syncQuit` by `syncWake`; the worker thread alone calls prepare/finish, the store and its probe (`probeAt`/`probeBackoff`), asserted in debug builds; publish runs on one thread at a time (see GroupCommitClient)
     private let store: RideStore
     private let deferring: LogSyncing?
     private let client: Client
