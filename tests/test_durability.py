@@ -723,10 +723,13 @@ def test_healthz_is_degraded_naming_the_store_while_its_log_sync_hangs_then_ok(t
         assert time.monotonic() - frozen_at >= 5, "degraded before the 5 s bound"
         assert body["status"] == "degraded" and body["store"] == "stalled", body
         assert body["last_tick_age_ms"] <= 5000, body  # ticks go on: only the store is at fault
+        ages = body["store_ages_ms"]
+        assert ages["sync_in_flight"] > 5000 and ages["commit_in_flight"] is None, ages
         gate.unlink()
         assert c.wait_for(lambda m: m.get("id") == "s2", 5)["state"] == "riding"
         status, body = healthz(srv)
         assert (status, body["status"], body["store"]) == (200, "ok", "ok"), body
+        assert body["store_ages_ms"]["sync_in_flight"] is None, body
 
 
 def test_a_full_disk_freed_makes_healthz_ok_again_with_no_client_write(tmp_path):

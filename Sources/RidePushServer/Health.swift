@@ -1,4 +1,5 @@
 import Foundation
+import RideCore
 import RideStore
 import Synchronization
 
@@ -20,6 +21,22 @@ enum Health {
         let state = health.state(stallMillis: stallMillis)
         if state != .stalled, connection?.isUp == false { return "unreachable" }
         return state.rawValue
+    }
+
+    /// `"store_ages_ms"`: how long the current group and log sync have been in flight and how
+    /// long ago the store last answered and last failed (null: never, or not in flight), so an
+    /// operator sees a sync at 7 s, not only the word. Ages only: a failure's message names
+    /// paths and hosts, which /healthz (public) does not show; the log has it.
+    static func writeStoreAges(_ health: StoreHealth, into w: inout JSONWriter) {
+        let r = health.snapshot
+        let now = health.clock()
+        w.key("store_ages_ms")
+        w.beginObject()
+        w.field("commit_in_flight", r.commitSince.map { now - $0 })
+        w.field("sync_in_flight", r.syncSince.map { now - $0 })
+        w.field("last_success", r.lastSuccess.map { now - $0 })
+        w.field("last_failure", r.lastFailure.map { now - $0 })
+        w.endObject()
     }
 }
 

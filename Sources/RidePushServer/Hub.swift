@@ -250,6 +250,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         for age in loopAges { w.int(age) }
         w.endArray()
         w.field("store", storeWord)
+        Health.writeStoreAges(storeWorker.health, into: &w)
         w.endObject()
         return (ok, w.bytes)
     }
