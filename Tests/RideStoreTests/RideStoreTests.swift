@@ -143,6 +143,17 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
         }
     }
 
+    /// The worker's probe (health after a failure): answers on an open store, fails once closed.
+    func testProbeAnswersWhileOpenAndFailsOnceClosed() throws {
+        try forEachStore { open, _ in
+            let store = try open()
+            XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+            XCTAssertTrue(store.reachable)
+            store.close()
+            XCTAssertEqual(storeError { () throws(StoreError) in try store.probe() }?.kind, .unavailable)
+        }
+    }
+
     func testConflictsAndUnknownRidesChangeNothing() throws {
         try forEachStore { open, _ in
             let store = try open()
