@@ -5,7 +5,9 @@ import RideOptions
 public let tokenOptions = OptionTable(usage: """
     Usage: ridepush token [--watch | --control] [--ride ID]... [--sub RIDER] [--ops]
                           [--ttl DURATION] [--jwt-secret-file FILE]
-    """, about: "Prints a signed token (HS256 JWT) for RidePush.", options: [
+           ridepush token --verify TOKEN [--jwks-file FILE] [--jwt-public-key FILE]
+                          [--jwt-secret-file FILE] [--jwt-issuer ISS] [--jwt-audience AUD]
+    """, about: "Prints a signed token (HS256 JWT) for RidePush, or checks one (--verify).", options: [
     .flag("--watch", help: "watch-only token (the default)"),
     .flag("--control", help: "token that may start rides and act on its rider's rides"),
     .string("--ride", placeholder: "ID", repeatable: true, needs: "a ride id", help: "limit a watch token to this ride; a control token may additionally watch the listed rides"),
@@ -13,6 +15,12 @@ public let tokenOptions = OptionTable(usage: """
     .flag("--ops", help: "operator token: may watch, and with --control end, any ride"),
     .string("--ttl", placeholder: "DURATION", default: "2h", needs: "a duration such as 2h", help: "lifetime, e.g. 90s, 30m, 2h, 1d, 1h30m"),
     .string("--jwt-secret-file", placeholder: "FILE", needs: "a path", help: "read the secret from FILE instead of RIDEPUSH_JWT_SECRET"),
+    .string("--verify", placeholder: "TOKEN", needs: "a token", help: "check TOKEN as the server would: print its claims, or why it is refused"),
+    .string("--jwks-file", "--jwks", placeholder: "FILE", needs: "a path", help: "with --verify: the identity provider's keys (JWKS; RS256, ES256, EdDSA by kid)"),
+    .string("--jwt-public-key", placeholder: "FILE", needs: "a path", help: "with --verify: one PEM public key, for tokens without kid"),
+    .string("--jwt-issuer", placeholder: "ISS", needs: "an issuer", help: "with --verify: the iss identity-provider tokens must carry"),
+    .string("--jwt-audience", placeholder: "AUD", needs: "an audience", help: "with --verify: the aud identity-provider tokens must name"),
+    .string("--jwt-claim-namespace", placeholder: "PREFIX", needs: "a prefix", help: "with --verify: read scope, rides, ops as PREFIXscope, … from identity-provider tokens"),
 ], footer: """
     The secret (at least 32 bytes) comes from --jwt-secret-file or RIDEPUSH_JWT_SECRET and
     must match the server's. Example share link token:
@@ -34,6 +42,10 @@ public func tokenCommand(arguments: [String], environment: [String: String],
     do { o = try tokenOptions.parse(arguments) } catch { return usageError(error.description) }
     if o.help { return (tokenCommandUsage, 0) }
     if let stray = o.positional.first { return usageError(OptionError.unexpectedArgument(stray).description) }
+    if let token = o.string("--verify") { return verifyTokenCommand(token, options: o, environment: environment, now: now) }
+    for option in ["--jwks-file", "--jwt-public-key", "--jwt-issuer", "--jwt-audience", "--jwt-claim-namespace"] where o.string(option) != nil {
+        return usageError("\(option) goes with --verify (a made token is HS256 with the shared secret)")
+    }
     if o.flag("--watch"), o.flag("--control") { return usageError("--watch and --control exclude each other") }
     let rides = o.strings("--ride")
     let sub = o.string("--sub")

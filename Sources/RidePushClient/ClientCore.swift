@@ -256,6 +256,8 @@ struct ClientCore {
         case .warning(let ride, let remaining):
             guard let f = feeds[ride], f.subscribeID == nil else { return }
             actions.append(.event(ride: ride, .warning(remaining: remaining), latest: f.latest))
+        case .zone:
+            break  // Zone pushes reach the SDK's feeds once the server sends them (docs/zones.md).
         case .unsubscribed(_, let id), .quote(_, let id), .share(_, let id):
             if let id, let i = pending.firstIndex(where: { $0.id == id }) {
                 pending.remove(at: i)

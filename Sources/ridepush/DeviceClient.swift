@@ -123,6 +123,9 @@ struct Words: Sendable {
         case .planNotFound: return "오류: 없는 요금제입니다"
         case .unavailable: return "오류: 서버가 지금 기록할 수 없습니다. 잠시 후 다시 시도하세요"
         case .rateLimited: return "오류: 요청이 너무 많습니다. 잠시 후 다시 시도하세요"
+        case .startNotAllowed: return "오류: 대여를 시작할 수 없는 구역입니다 (\(e.message))"
+        case .endNotAllowed: return "오류: 반납할 수 없는 구역입니다 (\(e.message))"
+        case .positionRequired: return "오류: 최근 위치가 없어 반납할 수 없습니다. 위치를 보낸 뒤 다시 반납하세요"
         case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .unauthorized:
             return "오류 \(e.code.rawValue)"
         }
