@@ -24,7 +24,8 @@ public enum ServerCodec {
         case "tick":
             return .tick(RideTick(ride: try f.string("ride"), state: try f.state(), elapsed: try f.int("elapsed"),
                                   paused: try f.int("paused"), fare: try f.int("fare"), currency: try f.string("currency"),
-                                  remaining: try f.optionalInt("remaining"), seq: try f.int("seq"), at: try f.int("at")))
+                                  remaining: try f.optionalInt("remaining"), seq: try f.int("seq"), at: try f.int("at"),
+                                  distance: try traceDistance(f), position: try tracePosition(f)))
         case "warning": return .warning(ride: try f.string("ride"), remaining: try f.int("remaining"))
         case "unsubscribed": return .unsubscribed(ride: try f.string("ride"), id: try f.optionalString("id"))
         case "quote":
@@ -61,7 +62,8 @@ public enum ServerCodec {
                             remaining: try f.optionalInt("remaining"), at: try f.int("at"), limit: try f.optionalInt("limit"),
                             startedAt: try f.int("started_at"), endedAt: try f.nullableInt("ended_at"),
                             pausedSince: try f.has("paused_since") ? f.nullableInt("paused_since") : nil,
-                            owner: try f.optionalString("owner"), plan: try plan(planFields), receipt: receipt)
+                            owner: try f.optionalString("owner"), plan: try plan(planFields), receipt: receipt,
+                            distance: try traceDistance(f), position: try tracePosition(f))
     }
 
     static func plan(_ f: Fields) throws(ProtocolError) -> PlanSummary {
@@ -106,6 +108,7 @@ public enum ServerCodec {
             w.field("ended_at", s.endedAt)
             w.field("paused_since", s.pausedSince)
             if let o = s.owner { w.field("owner", o) }
+            encodeTrace(&w, distance: s.distance, position: s.position)
             w.key("plan")
             plan(&w, s.plan)
             if let r = s.receipt {
@@ -126,6 +129,7 @@ public enum ServerCodec {
         case .tick(let t):
             live(&w, ride: t.ride, state: t.state, elapsed: t.elapsed, paused: t.paused, fare: t.fare,
                  currency: t.currency, remaining: t.remaining)
+            encodeTrace(&w, distance: t.distance, position: t.position)
             w.field("seq", t.seq)
             w.field("at", t.at)
         case .warning(let ride, let remaining):

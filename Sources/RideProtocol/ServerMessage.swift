@@ -65,10 +65,15 @@ public struct RideSnapshot: Sendable, Equatable {
     public var plan: PlanSummary
     /// Set once the ride has ended.
     public var receipt: Receipt?
+    /// Metres from the trace and the last accepted position (TraceFields.swift); nil from
+    /// servers that do not take positions.
+    public var distance: Int64?
+    public var position: RidePosition?
 
     public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
                 remaining: Int64? = nil, at: Int64, limit: Int64? = nil, startedAt: Int64, endedAt: Int64? = nil,
-                pausedSince: Int64? = nil, owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil) {
+                pausedSince: Int64? = nil, owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil,
+                distance: Int64? = nil, position: RidePosition? = nil) {
         self.ride = ride
         self.state = state
         self.elapsed = elapsed
@@ -84,6 +89,8 @@ public struct RideSnapshot: Sendable, Equatable {
         self.owner = owner
         self.plan = plan
         self.receipt = receipt
+        self.distance = distance
+        self.position = position
     }
 
     /// This snapshot with a tick's figures, the tick being of this ride.
@@ -98,6 +105,9 @@ public struct RideSnapshot: Sendable, Equatable {
         s.at = t.at
         // A tick does not say when a pause began: keep the known start while still paused.
         if t.state != .paused { s.pausedSince = nil }
+        // A tick leaves them out when unchanged (or from servers without positions).
+        if let d = t.distance { s.distance = d }
+        if let p = t.position { s.position = p }
         return s
     }
 }
@@ -113,9 +123,12 @@ public struct RideTick: Sendable, Equatable {
     public var remaining: Int64?
     public var seq: Int64
     public var at: Int64
+    /// Metres from the trace; the last position only when it changed since the previous tick.
+    public var distance: Int64?
+    public var position: RidePosition?
 
     public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
-                remaining: Int64? = nil, seq: Int64, at: Int64) {
+                remaining: Int64? = nil, seq: Int64, at: Int64, distance: Int64? = nil, position: RidePosition? = nil) {
         self.ride = ride
         self.state = state
         self.elapsed = elapsed
@@ -125,6 +138,8 @@ public struct RideTick: Sendable, Equatable {
         self.remaining = remaining
         self.seq = seq
         self.at = at
+        self.distance = distance
+        self.position = position
     }
 }
 
