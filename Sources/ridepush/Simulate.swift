@@ -69,6 +69,11 @@ func simulate(_ client: RidePushClient, _ ride: String, _ track: Track, _ words:
             return false
         }
         group.addTask {
+            // The pace starts once connected: a point due while still connecting would wait,
+            // and only the newest waiting point per ride is kept.
+            for await s in client.connectionStates {
+                if case .connected = s { break }
+            }
             let clock = ContinuousClock()
             let start = clock.now
             for (p, offset) in zip(track.points, track.offsets) {
