@@ -49,6 +49,7 @@ func rideWithTheClient() async throws {
                 ticks += 1
                 if ticks == 1 { print("event tick \(t.ride) elapsed=\(t.elapsed) fare=\(t.fare)") }
             case .warning(let left): print("event warning \(left)")
+            case .zone(let name, _): print("event zone \(name ?? "none")")
             case .ended(let s): print("event ended " + line(s))
             }
         }
