@@ -78,6 +78,9 @@ class PositionRecorder:
                     ws.send(json.dumps({"type": "zone", "ride": self.ride, "zone": "Deoksugung",
                                         "rules": {"ride_start_allowed": False, "ride_end_allowed": False,
                                                   "ride_through_allowed": True, "maximum_speed_kph": 15}}))
+            elif m.get("type") == "end" and m.get("ride") == self.ride:
+                self.other.append(m)
+                ws.send(self._state(m["id"]).replace('"state": "riding"', '"state": "ended"'))
             elif m.get("type") in ("subscribe", "get") and m.get("ride") == self.ride:
                 self.other.append(m)
                 ws.send(self._state(m["id"]))
@@ -186,3 +189,16 @@ def test_bad_tracks_and_options_are_refused_before_connecting(tmp_path):
     assert out.returncode == 2 and "no <trkpt> in the file" in out.stderr, out.stderr
     out = run_cli("watch", "r-1", "--url", url, "--speed", "2", timeout=10)
     assert (out.returncode, out.stderr) == (2, "ride watch: --speed is for simulate only\n")
+
+
+def test_end_force_sends_the_operators_force_and_plain_end_does_not():
+    rec = PositionRecorder()
+    try:
+        forced = run_cli("end", "r-gpx", "--force", "--url", rec.ws, "--lang", "en")
+        plain = run_cli("end", "r-gpx", "--url", rec.ws, "--lang", "en")
+    finally:
+        rec.close()
+    assert forced.returncode == 0 and plain.returncode == 0, (forced.stderr, plain.stderr)
+    ends = [m for m in rec.other if m["type"] == "end"]
+    assert [{k: v for k, v in m.items() if k != "id"} for m in ends] == [
+        {"type": "end", "ride": "r-gpx", "force": True}, {"type": "end", "ride": "r-gpx"}], ends
