@@ -189,6 +189,8 @@ def test_bad_tracks_and_options_are_refused_before_connecting(tmp_path):
     assert out.returncode == 2 and "no <trkpt> in the file" in out.stderr, out.stderr
     out = run_cli("watch", "r-1", "--url", url, "--speed", "2", timeout=10)
     assert (out.returncode, out.stderr) == (2, "ride watch: --speed is for simulate only\n")
+    out = run_cli("pause", "r-1", "--url", url, "--force", timeout=10)
+    assert (out.returncode, out.stderr) == (2, "ride pause: --force is for end only\n")
 
 
 def test_end_force_sends_the_operators_force_and_plain_end_does_not():

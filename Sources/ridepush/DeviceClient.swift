@@ -24,7 +24,7 @@ let rideOptions = OptionTable(usage: """
     .string("--gpx", placeholder: "PATH", needs: "a GPX file", help: "simulate: ride the track in PATH (its <trkpt> lat/lon/time), reporting each point as the ride's position at its recorded pace"),
     .string("--speed", placeholder: "X", needs: "a number", help: "simulate: play the track X times faster (default 1; points without a time are 1 s apart)"),
     .choice("--lang", of: ["ko", "en"], help: "output language (default: Korean when LC_ALL or LANG starts with ko, else English)"),
-    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share: give up after this long (an unavailable or rate_limited answer is retried after 1, 2, 4, 8 s while this allows, then the server's answer is printed)"),
+    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share (and simulate's check that the server read every point): give up after this long (an unavailable or rate_limited answer is retried after 1, 2, 4, 8 s while this allows, then the server's answer is printed)"),
     .flag("--insecure", help: "with wss://, accept a self-signed certificate"),
 ], footer: """
     A device client on the RidePushClient SDK: requests are retried across reconnects with one
@@ -210,6 +210,7 @@ func rideCommand(_ args: [String]) -> Int32 {
     } else if let option = ["--gpx", "--speed"].first(where: { a.string($0) != nil }) {
         return fail("ride \(verb): \(option) is for simulate only")
     }
+    if a.flag("--force"), verb != "end" { return fail("ride \(verb): --force is for end only") }
     let urlText = a.string("--url")!
     guard let url = URL(string: urlText), let scheme = url.scheme, ["ws", "wss"].contains(scheme), url.host != nil else {
         return fail("ride: --url \(urlText): expected ws://HOST:PORT/ws or wss://…")
