@@ -105,12 +105,14 @@ def test_simulate_reports_every_point_in_order_at_the_tracks_pace():
     # Stamped when sent (the server keeps only newer fixes), so increasing and within the run.
     stamps = [m["at"] for m in got]
     assert stamps == sorted(stamps) and started - 1000 <= stamps[0] and stamps[-1] <= finished + 1000, stamps
-    # Paced from the recorded times / 10: never early, and not much late on a busy machine.
+    # Paced from the recorded times / 10: never early (a few ms of timer slack), and late by
+    # less than a busy shared machine stalls; the last point well before the track's 10.5 s at
+    # --speed 1, so --speed is what set the pace.
     arrived = [t for t, _ in rec.positions]
     for i in range(1, len(DUE)):
         gap_ms = (arrived[i] - arrived[0]) * 1000
         assert gap_ms >= DUE[i] / 10 - 15, (i, gap_ms)
-        assert gap_ms <= DUE[i] / 10 + 400, (i, gap_ms)
+        assert gap_ms <= DUE[i] / 10 + 1500, (i, gap_ms)
     # What watch prints: the snapshot, lines as the distance grows, the zone change.
     lines = out.stdout.splitlines()
     assert lines[0] == "r-gpx riding 0m 0s · 500 KRW · 0 m", lines
