@@ -87,10 +87,10 @@ struct Words: Sendable {
     func receipt(_ r: Receipt) -> [String] {
         var out: [String] = []
         for l in r.lines {
-            var label = l.label
+            var label = l.label.rawValue
             if korean {
                 label = ["unlock": "잠금 해제", "riding": "주행", "distance": "거리", "pause": "일시정지",
-                         "cap": "상한 할인", "floor": "최소 요금 조정"][l.label] ?? l.label
+                         "cap": "상한 할인", "floor": "최소 요금 조정"][label] ?? label
             }
             if let m = l.minutes { label += korean ? " \(m)분" : " \(m) min" }
             if let k = l.km { label += " \(k) km" }
@@ -98,9 +98,10 @@ struct Words: Sendable {
         }
         let reason: String
         switch r.reason {
-        case "time_limit": reason = korean ? "시간 제한으로 종료" : "time limit reached"
-        case "pause_limit": reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
-        default: reason = korean ? "반납" : "returned by the rider"
+        case .timeLimit: reason = korean ? "시간 제한으로 종료" : "time limit reached"
+        case .pauseLimit: reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
+        case .byOperator: reason = korean ? "운영자가 종료" : "ended by an operator"
+        case .rider: reason = korean ? "반납" : "returned by the rider"
         }
         out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  total \(money(r.fare, r.currency)) (\(reason))")
         return out
