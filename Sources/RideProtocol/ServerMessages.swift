@@ -5,7 +5,6 @@ import RideCore
 /// Nothing here writes a field itself. Frames come after `prefix` spare bytes (LWS_PRE).
 public enum ServerMessages {
     /// `{"type":"tick",...}` into `out`, reusing its capacity (the hot path: one per ride per second).
-    @inline(__always)
     public static func tick(into out: inout [UInt8], ride: Ride, plan: FarePlan, seq: Int64, at: UnixMillis, prefix: Int) {
         ServerCodec.tick(into: &out, RideTick(ride, plan, seq: seq, at: at), prefix: prefix)
     }

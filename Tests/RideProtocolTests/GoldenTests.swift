@@ -4,8 +4,9 @@ import XCTest
 @testable import RideProtocol
 
 /// protocol/examples: every golden decodes to a typed message that re-encodes to the same
-/// bytes. tests/test_golden.py holds the real server to the same files, and the page's
-/// message switch and close codes to their types.
+/// bytes (ServerPathTests: the server's own calls write them; OpsCodecTests: the operator
+/// feed's). tests/test_golden.py holds the real server to the same files, and the pages'
+/// message switch, close codes and fleet row positions to them.
 final class GoldenTests: XCTestCase {
     static let examples = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

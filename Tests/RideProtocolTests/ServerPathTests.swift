@@ -113,16 +113,4 @@ final class ServerPathTests: XCTestCase {
         XCTAssertEqual(s.receipt?.reason, .byOperator)
         XCTAssertEqual(ServerCodec.encode(.state(s, id: nil)), bytes)
     }
-
-    func testTickIntoAGrownBufferKeepsItsStorage() {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        ServerMessages.tick(into: &out, ride: r42, plan: .standard, seq: 1, at: t0, prefix: 0)
-        let base = out.withUnsafeBufferPointer { $0.baseAddress }
-        for s in Int64(2)...50 {
-            ServerMessages.tick(into: &out, ride: r42, plan: .standard, seq: s, at: t0 + s * 1000, prefix: 0)
-            XCTAssertEqual(out.withUnsafeBufferPointer { $0.baseAddress }, base, "the tick buffer was reallocated at seq \(s)")
-        }
-        XCTAssertEqual(text(out), #"{"type":"tick","ride":"r-42","state":"riding","elapsed":50,"paused":0,"fare":500,"currency":"KRW","remaining":1750,"seq":50,"at":1764430050000}"#)
-    }
 }
