@@ -18,17 +18,8 @@ public struct RideFigures: Equatable, Sendable {
     }
 }
 
-// The wire values of a ride as the server sees it: the server encodes these, never the ride.
-
-extension RideTick {
-    /// Copies references only (the ride id and currency code are shared, not duplicated), so
-    /// the tick path stays allocation-free.
-    public init(_ ride: Ride, _ plan: FarePlan, seq: Int64, at: UnixMillis) {
-        let f = RideFigures(ride, plan, at: at)
-        self.init(ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare,
-                  currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, seq: seq, at: at)
-    }
-}
+// The wire values of a ride as the server sees it: the server encodes these, never the ride
+// (the tick alone goes field by field, ServerMessages.tick).
 
 extension RideSnapshot {
     public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis) {

@@ -1,12 +1,17 @@
 import RideCore
 
 /// The server's messages from its rides and plans: each builds the wire value (RideValues.swift)
-/// and hands it to the one encoder, `ServerCodec.encode`, that the golden examples check.
-/// Nothing here writes a field itself. Frames come after `prefix` spare bytes (LWS_PRE).
+/// and hands it to the one encoder, `ServerCodec.encode`, that the golden examples check (the
+/// tick hands over its fields, not a RideTick). Nothing here writes a field itself. Frames come
+/// after `prefix` spare bytes (LWS_PRE).
 public enum ServerMessages {
-    /// `{"type":"tick",...}` into `out`, reusing its capacity (the hot path: one per ride per second).
+    /// `{"type":"tick",...}` into `out`, reusing its capacity (the hot path: one per ride per
+    /// second; allocation-free once `out` has grown).
     public static func tick(into out: inout [UInt8], ride: Ride, plan: FarePlan, seq: Int64, at: UnixMillis, prefix: Int) {
-        ServerCodec.tick(into: &out, RideTick(ride, plan, seq: seq, at: at), prefix: prefix)
+        let f = RideFigures(ride, plan, at: at)
+        ServerCodec.tick(into: &out, ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare,
+                         currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, seq: seq, at: at,
+                         prefix: prefix)
     }
 
     /// `{"type":"state",...}`: the reply to every ride request and the push on every transition.

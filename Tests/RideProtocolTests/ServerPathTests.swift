@@ -91,7 +91,7 @@ final class ServerPathTests: XCTestCase {
         let r = apply(r43, .end(at: t0 + 5_000, reason: .byOperator, metres: 0))
         for n in [0, 16] {
             let frames: [[UInt8]] = [
-                ServerCodec.encode(.tick(RideTick(r42, .standard, seq: 1, at: t0)), prefix: n),
+                ServerCodec.encode(.tick(RideTick(ride: "r-42", state: .riding, elapsed: 0, paused: 0, fare: 500, currency: "KRW", seq: 1, at: t0)), prefix: n),
                 OpsCodec.encode(.unwatchedAll(id: nil), prefix: n),
                 OpsCodec.encode(.fleetWarning(FleetWarning(ride: "r", remaining: 60, at: t0)), prefix: n),
                 OpsCodec.encode(.fleet(FleetFrame(seq: 1, at: t0, counts: RideCounts(), rows: [FleetRow(r42, .standard, at: t0, watchers: 0)])), prefix: n),
