@@ -115,16 +115,30 @@ public enum OpsCodec {
             w.beginArray()
         }
 
-        /// In FleetRow.columns order.
         public mutating func row(_ r: FleetRow) {
+            row(ride: r.ride, state: r.state, elapsed: r.elapsed, paused: r.paused, fare: r.fare, remaining: r.remaining,
+                watchers: r.watchers)
+        }
+
+        /// The server's row of a ride at the tick's instant: its figures go straight to the
+        /// row, without a FleetRow per ride (as the tick itself does).
+        public mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
+            let f = RideFigures(ride, plan, at: at)
+            row(ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare, remaining: f.remaining,
+                watchers: Int64(watchers))
+        }
+
+        /// One row in FleetRow.columns order.
+        mutating func row(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, remaining: Int64?,
+                                 watchers: Int64) {
             w.beginArray()
-            w.string(r.ride)
-            w.string(r.state.rawValue)
-            w.int(r.elapsed)
-            w.int(r.paused)
-            w.int(r.fare)
-            if let x = r.remaining { w.int(x) } else { w.null() }
-            w.int(r.watchers)
+            w.string(ride)
+            w.string(state.rawValue)
+            w.int(elapsed)
+            w.int(paused)
+            w.int(fare)
+            if let x = remaining { w.int(x) } else { w.null() }
+            w.int(watchers)
             w.endArray()
         }
 

@@ -83,12 +83,6 @@ public struct FleetRow: Sendable, Equatable {
         self.remaining = remaining
         self.watchers = watchers
     }
-
-    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
-        let f = RideFigures(ride, plan, at: at)
-        self.init(ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare,
-                  remaining: f.remaining, watchers: Int64(watchers))
-    }
 }
 
 /// `{"type":"fleet",…}`: every ticking ride of one tick, encoded once for every operator.

@@ -29,7 +29,7 @@ extension RideSnapshot {
             let q = FareEngine.quote(plan, riding: f.elapsed, paused: f.paused, metres: ride.metres)
             receipt = Receipt(elapsed: f.elapsed, paused: f.paused, fare: q.total, currency: plan.currency.code,
                               startedAt: ride.startedAt, endedAt: ride.endedAt, reason: ride.endReason ?? .rider,
-                              distance: ride.metres > 0 ? ride.metres : nil, lines: q.lines.map(FareLine.init))
+                              distance: ride.metres > 0 ? ride.metres : nil, lines: q.lines)
         }
         // Nothing is left of an ended ride.
         self.init(ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare,
@@ -47,15 +47,9 @@ extension PlanSummary {
     }
 }
 
-extension FareLine {
-    public init(_ l: ReceiptLine) {
-        self.init(label: l.label, segment: l.segment.map(Int64.init), minutes: l.minutes, km: l.km, amount: l.amount)
-    }
-}
-
 extension QuoteReply {
     public init(plan: FarePlan, quote q: Quote, seconds: Int64, paused: Int64) {
         self.init(plan: plan.id, seconds: seconds, paused: paused, fare: q.total, currency: q.currency.code,
-                  lines: q.lines.map(FareLine.init))
+                  lines: q.lines)
     }
 }

@@ -82,7 +82,7 @@ public enum ServerCodec {
     static func lines(_ f: Fields) throws(ProtocolError) -> [FareLine] {
         var out: [FareLine] = []
         for l in try f.objects("lines") {
-            out.append(FareLine(label: try l.value("label", ReceiptLine.Label.self, "line label"), segment: try l.optionalInt("segment"),
+            out.append(FareLine(label: try l.value("label", ReceiptLine.Label.self, "line label"), segment: try l.optionalInt("segment").map { Int($0) },
                                 minutes: try l.optionalInt("minutes"), km: try l.optionalInt("km"), amount: try l.int("amount")))
         }
         return out

@@ -11,14 +11,12 @@ extension ServerCodec {
             tick(into: &out, t, prefix: prefix)
             return out
         }
+        if case .state(let s, let id) = m { return state(s, id: id, prefix: prefix) }
         var w = JSONWriter(reserving: reserve(m), prefix: prefix)
         w.beginObject()
         w.field("type", m.type)
         switch m {
-        case .tick: preconditionFailure("encoded above")
-        case .state(let s, let id):
-            if let id { w.field("id", id) }
-            rideFields(&w, s)
+        case .tick, .state: preconditionFailure("encoded above")
         case .warning(let ride, let remaining):
             w.field("ride", ride)
             w.field("remaining", remaining)
@@ -75,6 +73,18 @@ extension ServerCodec {
         out = w.bytes
     }
 
+    /// `{"type":"state",…}`: what `encode(.state)` writes, called directly by the server
+    /// (a transition's reply and push) to skip wrapping the snapshot in a ServerMessage.
+    public static func state(_ s: RideSnapshot, id: String?, prefix: Int) -> [UInt8] {
+        var w = JSONWriter(reserving: 512, prefix: prefix)
+        w.beginObject()
+        w.field("type", "state")
+        if let id { w.field("id", id) }
+        rideFields(&w, s)
+        w.endObject()
+        return w.bytes
+    }
+
     /// The ride alone, as `GET /rides/{id}` answers: a state message without `type` and `id`.
     public static func document(_ s: RideSnapshot) -> [UInt8] {
         var w = JSONWriter(reserving: 512)
@@ -86,12 +96,11 @@ extension ServerCodec {
 
     static func reserve(_ m: ServerMessage) -> Int {
         switch m {
-        case .state: return 512
         case .quote: return 384
         case .share: return 256
         case .error: return 160
         case .authenticated: return 128
-        case .tick, .warning, .unsubscribed: return 96
+        case .tick, .state, .warning, .unsubscribed: return 96
         }
     }
 
@@ -173,7 +182,7 @@ extension ServerCodec {
         for l in lines {
             w.beginObject()
             w.field("label", l.label.rawValue)
-            if let s = l.segment { w.field("segment", s) }
+            if let s = l.segment { w.field("segment", Int64(s)) }
             if let m = l.minutes { w.field("minutes", m) }
             if let k = l.km { w.field("km", k) }
             w.field("amount", l.amount)

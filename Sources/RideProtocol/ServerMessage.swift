@@ -180,22 +180,9 @@ public struct Receipt: Sendable, Equatable {
     }
 }
 
-/// One line of a receipt or quote as sent: what billed how much (the fare engine's labels).
-public struct FareLine: Sendable, Equatable {
-    public var label: ReceiptLine.Label
-    public var segment: Int64?
-    public var minutes: Int64?
-    public var km: Int64?
-    public var amount: Int64
-
-    public init(label: ReceiptLine.Label, segment: Int64? = nil, minutes: Int64? = nil, km: Int64? = nil, amount: Int64) {
-        self.label = label
-        self.segment = segment
-        self.minutes = minutes
-        self.km = km
-        self.amount = amount
-    }
-}
+/// One line of a receipt or quote as sent: the fare engine's own line (label, the GBFS
+/// segment, minutes or kilometres, amount), so a receipt needs no conversion.
+public typealias FareLine = ReceiptLine
 
 public struct QuoteReply: Sendable, Equatable {
     public var plan: String

@@ -16,7 +16,7 @@ public enum ServerMessages {
 
     /// `{"type":"state",...}`: the reply to every ride request and the push on every transition.
     public static func state(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, prefix: Int) -> [UInt8] {
-        ServerCodec.encode(.state(RideSnapshot(ride, plan, at: at), id: id), prefix: prefix)
+        ServerCodec.state(RideSnapshot(ride, plan, at: at), id: id, prefix: prefix)
     }
 
     /// The reply to a transition (with the request's id) and the push to every other watcher

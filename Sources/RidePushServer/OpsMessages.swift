@@ -20,7 +20,7 @@ enum OpsMessages {
         }
 
         mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
-            e.row(FleetRow(ride, plan, at: at, watchers: watchers))
+            e.row(ride, plan, at: at, watchers: watchers)
         }
 
         consuming func finish() -> [UInt8] { e.finish() }

@@ -65,7 +65,7 @@ final class ServerPathTests: XCTestCase {
                           .end(at: 1_796_121_703_004, reason: .rider, metres: 1200))
         let counts = RideCounts(riding: 1, paused: 0, ended: 0)
         var fleet = OpsCodec.FleetEncoder(seq: 1_796_121_703, at: 1_796_121_703_000, counts: counts, rides: 1, prefix: 0)
-        fleet.row(FleetRow(one, .standard, at: 1_796_121_703_000, watchers: 1))
+        fleet.row(one, .standard, at: 1_796_121_703_000, watchers: 1)
         let journal: [RideTransition] = [.start(at: 1_796_121_703_003), .end(at: 1_796_121_703_004, reason: .rider, metres: 1200)]
         let ops: [String: [UInt8]] = [
             "fleet": fleet.finish(),
@@ -94,7 +94,7 @@ final class ServerPathTests: XCTestCase {
                 ServerCodec.encode(.tick(RideTick(ride: "r-42", state: .riding, elapsed: 0, paused: 0, fare: 500, currency: "KRW", seq: 1, at: t0)), prefix: n),
                 OpsCodec.encode(.unwatchedAll(id: nil), prefix: n),
                 OpsCodec.encode(.fleetWarning(FleetWarning(ride: "r", remaining: 60, at: t0)), prefix: n),
-                OpsCodec.encode(.fleet(FleetFrame(seq: 1, at: t0, counts: RideCounts(), rows: [FleetRow(r42, .standard, at: t0, watchers: 0)])), prefix: n),
+                OpsCodec.encode(.fleet(FleetFrame(seq: 1, at: t0, counts: RideCounts(), rows: [FleetRow(ride: "r-42", state: .riding, elapsed: 0, paused: 0, fare: 500, remaining: 1800, watchers: 0)])), prefix: n),
                 OpsCodec.encode(.snapshot(FleetSnapshot(id: nil, seq: 1, at: t0, more: false, counts: RideCounts(), rides: [])), prefix: n),
                 OpsCodec.encode(.fleetEvent(FleetEvent(event: .end, at: t0, ride: WatchedRide(ride: RideSnapshot(r, .standard, at: t0 + 5_000), watchers: 0))), prefix: n),
             ]
