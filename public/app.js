@@ -52,7 +52,11 @@
     error: null,               // {code, ride, message} of the shown error, re-rendered on language change
     warning: null,
     share: null,               // {url, status}
+    // Where the ride is (issue 28), from state/tick `position` and `distance` and `zone`
+    // messages: the track is what this page has seen, the distance is the server's.
+    geo: { track: [], position: null, distance: null, zone: null, refused: null, zones: undefined },
   };
+  const TRACK_MAX = 5000;      // an hour at one fix a second, and then some
 
   const STALE_MS = 3000;       // issue: no tick for 3 s -> show "reconnecting"
   const DEAD_MS = 10000;       // still nothing: drop the socket and reconnect
@@ -135,6 +139,13 @@
         if (m.ride !== S.ride || isOlder(m)) return;
         applyNumbers(m);
         return;
+      case 'zone':
+        if (m.ride !== S.ride) return;
+        S.geo.zone = m;
+        // Moved somewhere an end is allowed: the refusal no longer describes where the ride is.
+        if (m.rules && m.rules.ride_end_allowed) S.geo.refused = null;
+        renderMap();
+        return;
       case 'warning':
         if (m.ride !== S.ride) return;
         S.warning = m.remaining;
@@ -175,12 +186,26 @@
         S.cur = null;
         S.notFound = true;
         renderMode();
+      } else if (m.code === 'forbidden') {
+        // Someone else's ride: the notice panel says so in place of the modal (no banner
+        // over an empty page), with a new rental for a rider.
+        S.cur = null;
+        S.forbidden = true;
+        renderMode();
+        renderControls();
+        return;
       } else if (m.code === 'unavailable' || m.code === 'rate_limited') {
         // Passing trouble: ask again in a couple of seconds (jittered).
         setTimeout(() => {
           if (!S.subscribeId && sock.isOpen() && !S.ended()) subscribe();
         }, 1500 + Math.random() * 1500);
       }
+    }
+    if (kind === 'end' && m.code === 'end_not_allowed') {
+      // The server names the zone in its message: rides may not end in zone "…".
+      const named = /zone "(.*)"/.exec(m.message || '');
+      S.geo.refused = { zone: named ? named[1] : (S.geo.zone && S.geo.zone.zone) || null };
+      renderMap();
     }
     // unauthorized is followed by close 4401: the dead-link notice says what to do.
     if (m.code !== 'unauthorized') showError(m.code, m.message, (p && p.msg.ride) || m.ride || S.ride);
@@ -193,11 +218,13 @@
     if (m.receipt) S.receipt = m.receipt;
     if (m.state !== 'ended') S.receipt = m.receipt || null;
     S.notFound = false;
+    S.forbidden = false;
     applyNumbers(m);
   }
 
   function applyNumbers(m) {
     const prevState = S.cur ? S.cur.state : null;
+    takeGeo(m);
     S.cur = {
       state: m.state,
       elapsed: m.elapsed,
@@ -220,14 +247,72 @@
       setConn('online');
     }
     if (m.state === 'ended') S.warning = null;
+    if (m.state === 'ended') S.geo.refused = null;
     renderMode();
     renderNumbers();
+    renderMap();
     if (prevState !== m.state) {
       announce(I.t(S.lang, 'status.' + m.state));
       renderReceipt();
       renderWarning();
     }
     renderControls();
+  }
+
+  // ---- map: the ride's track and position over the zones ----
+  // `state` carries {lat, lon, at}; a tick carries the position only when it changed, in a
+  // compact form (map.js reads both). No position yet: no map at all, not an empty box.
+  function takeGeo(m) {
+    const g = S.geo;
+    if (typeof m.distance === 'number') g.distance = m.distance;
+    const p = window.RPMap.positionOf(m.position);
+    if (!p) return;
+    const last = g.track[g.track.length - 1];
+    if (!last || last.lat !== p.lat || last.lon !== p.lon) {
+      g.track.push({ lat: p.lat, lon: p.lon });
+      if (g.track.length > TRACK_MAX) g.track.splice(0, g.track.length - TRACK_MAX);
+    }
+    g.position = p;
+    if (g.zones === undefined) {
+      g.zones = null;
+      window.RPMap.loadZones('/zones').then((z) => { g.zones = z || []; renderMap(); });
+    }
+  }
+
+  let rideMap = null;
+  function renderMap() {
+    const g = S.geo;
+    const fig = $('ride-map');
+    const show = !!(g.position && S.cur && !S.notFound);
+    fig.hidden = !show;
+    if (!show) return;
+    if (!rideMap) rideMap = new window.RPMap($('ride-map-svg'), { minMetres: 500 });
+    rideMap.draw({ zones: g.zones || [], track: g.track, position: g.position, fit: 'track' });
+    const svg = $('ride-map-svg');
+    svg.setAttribute('aria-label', I.t(S.lang, 'map.label'));
+    svg.dataset.points = String(g.track.length);
+    const dist = $('ride-distance');
+    dist.textContent = typeof g.distance === 'number' ? I.t(S.lang, 'map.distance', { d: I.metres(S.lang, g.distance) }) : '';
+    dist.dataset.metres = typeof g.distance === 'number' ? String(g.distance) : '';
+    const zone = $('ride-zone');
+    const name = g.zone && g.zone.zone;
+    zone.textContent = name ? I.t(S.lang, 'map.zone', { zone: name }) : '';
+    zone.dataset.zone = name || '';
+    const refused = $('map-refused');
+    refused.hidden = !g.refused;
+    refused.textContent = g.refused ? I.t(S.lang, 'map.refused') + (g.refused.zone ? ' · ' + g.refused.zone : '') : '';
+    // The legend lists only the shadings on the map.
+    const kinds = new Set(Array.from(svg.querySelectorAll('path[data-kind]'), (el) => el.dataset.kind));
+    const legend = $('ride-map-legend');
+    legend.textContent = '';
+    for (const k of window.RPMap.KINDS) {
+      if (!kinds.has(k)) continue;
+      const li = document.createElement('li');
+      li.dataset.kind = k;
+      li.textContent = I.t(S.lang, 'map.kind.' + k);
+      legend.append(li);
+    }
+    legend.hidden = !kinds.size;
   }
 
   // ---- watchdog: no tick for 3 s while the ride should tick -> "reconnecting" ----
@@ -263,10 +348,12 @@
 
   // What to show instead of a ride or the start panel, so the page is never empty:
   // 'token' (this server needs a link with a token), 'dead' (the token was refused),
-  // 'watch' (a watch-only link cannot rent), 'watch-notfound'.
+  // 'watch' (a watch-only link cannot rent), 'watch-notfound', 'forbidden' (another
+  // rider's ride).
   function noticeKind(watching) {
     if (watching) return null;
     if (S.dead) return S.dead.hadToken ? 'dead' : 'token';
+    if (S.forbidden) return 'forbidden';
     if (watchOnly && S.notFound) return 'watch-notfound';
     if (watchOnly && !S.ride) return 'watch';
     return null;
@@ -284,8 +371,11 @@
     np.dataset.kind = notice || '';
     if (notice) {
       $('notice-title').textContent = I.t(S.lang, 'notice.' + notice + '.title');
-      $('notice-text').textContent = I.t(S.lang, 'notice.' + notice + '.text', { ride: S.ride || '' });
+      const textKey = 'notice.' + notice + '.text' + (notice === 'forbidden' && watchOnly ? '.watch' : '');
+      $('notice-text').textContent = I.t(S.lang, textKey, { ride: S.ride || '' });
     }
+    // Another rider's ride: a rider can still rent one of their own from here.
+    $('notice-new').hidden = !(notice === 'forbidden' && !watchOnly);
     // In the ride dialog: the link stopped working, the numbers stay greyed and say so.
     const dead = $('link-dead');
     dead.hidden = !(watching && S.dead);
@@ -399,15 +489,12 @@
     if (!ended || !r) return;
     const body = $('receipt-lines');
     body.textContent = '';
-    for (const ln of r.lines || []) {
+    for (const ln of I.receiptRows(S.lang, r, S.plan)) {
       const tr = document.createElement('tr');
       tr.dataset.label = ln.label;
       const th = document.createElement('th');
       th.scope = 'row';
-      const key = 'receipt.' + ln.label;
-      th.textContent = I.T.ko[key]
-        ? I.t(S.lang, key, { n: I.num(S.lang, ln.minutes || 0), km: I.num(S.lang, ln.km || 0) })
-        : ln.label;
+      th.textContent = ln.text;
       const td = document.createElement('td');
       td.textContent = I.money(S.lang, ln.amount, r.currency);
       td.dataset.minor = String(ln.amount);
@@ -419,20 +506,21 @@
     total.dataset.minor = String(r.fare);
     $('receipt-reason').textContent = r.reason ? I.t(S.lang, 'receipt.reason.' + r.reason) : '';
     // Each part stays on one line; the parts wrap as a whole on a narrow phone.
-    // Times next to money: say which time was billed, so "paused 0 min 12 s" beside a
-    // pause line of 0 won (or no pause line) does not read as a contradiction.
-    const pauseBilled = (r.lines || []).some((ln) => ln.label === 'pause' && ln.amount > 0);
+    // Times next to money: say which time was billed, so "riding 0 min 40 s" beside a riding
+    // line of 0 won, or "paused 0 min 12 s" with no pause line, does not read as a charge.
+    const billed = I.billedTimes(r);
     const times = $('receipt-times');
     times.textContent = '';
     const parts = [
       I.t(S.lang, 'receipt.span', { start: I.clock(S.lang, r.started_at), end: I.clock(S.lang, r.ended_at) }),
-      I.t(S.lang, 'receipt.riding_for', { elapsed: I.duration(S.lang, r.elapsed) }),
+      I.t(S.lang, billed.riding ? 'receipt.riding_for' : 'receipt.riding_free', { elapsed: I.duration(S.lang, r.elapsed) }),
     ];
     if (r.paused) {
-      parts.push(I.t(S.lang, pauseBilled ? 'receipt.paused_billed' : 'receipt.paused_free',
+      parts.push(I.t(S.lang, billed.paused ? 'receipt.paused_billed' : 'receipt.paused_free',
         { paused: I.duration(S.lang, r.paused) }));
     }
-    times.dataset.pauseBilled = pauseBilled ? 'true' : 'false';
+    times.dataset.ridingBilled = billed.riding ? 'true' : 'false';
+    times.dataset.pauseBilled = billed.paused ? 'true' : 'false';
     parts.forEach((txt, i) => {
       if (i) times.append(' · ');
       const sp = document.createElement('span');
@@ -527,6 +615,7 @@
     $('conn-text').textContent = I.t(S.lang, 'conn.' + S.conn);
     $('home-link').href = pageUrl(null);
     $('btn-new').href = pageUrl(null);
+    $('notice-new').href = pageUrl(null);
   }
 
   function renderAll() {
@@ -536,6 +625,7 @@
     renderReceipt();
     renderWarning();
     renderError();
+    renderMap();
     renderControls();
     if (S.share && S.share.status) $('share-status').textContent = I.t(S.lang, S.share.status);
     if (S.dead) {
@@ -617,6 +707,8 @@
       try { localStorage.setItem('rp.lang', S.lang); } catch (e) { /* storage blocked */ }
       renderAll();
     });
+    // The map's viewBox is its box in pixels: redraw when that changes (rotation, resize).
+    if (window.ResizeObserver) new ResizeObserver(() => { if (!$('ride-map').hidden) renderMap(); }).observe($('ride-map-svg'));
     renderAll();
     sock.connect();
   }

@@ -45,6 +45,8 @@ extension ServerCodec {
             if let id = e.id { w.field("id", id) }
             w.field("code", e.code.rawValue)
             w.field("message", e.message)
+        case .zone(let z):
+            zoneFields(&w, z)
         }
         w.endObject()
         return w.bytes
@@ -98,6 +100,7 @@ extension ServerCodec {
         switch m {
         case .quote: return 384
         case .share: return 256
+        case .zone: return 192
         case .error: return 160
         case .authenticated: return 128
         case .tick, .state, .warning, .unsubscribed: return 96

@@ -1,7 +1,8 @@
 // RidePush operator console: every ride of the fleet, live, from the ops feed (watch_all:
 // one snapshot, then one `fleet` frame per second and `fleet_event`s). Shows what the server
-// sends; counts are the server's. Only the rows in view are in the DOM, so 10,000 rides cost
-// one parse and one sort a second, and a repaint of ~30 rows.
+// sends; the riding and paused counts are the server's, the ended count is the table's (see
+// renderCounts). Only the rows in view are in the DOM, so 10,000 rides cost one parse and one
+// sort a second, and a repaint of ~30 rows.
 'use strict';
 
 (function () {
@@ -62,11 +63,15 @@
     'ops.token.label': '운영자 토큰',
     'ops.token.use': '연결',
     'ops.token.none.title': '운영자 토큰이 필요합니다',
-    'ops.token.none.text': '`ridepush token --ops --control`로 만든 토큰을 붙여 넣거나 /ops/?token=… 링크로 여세요. 토큰은 이 탭에만 보관됩니다.',
+    'ops.token.none.text': '`ridepush token --ops --control`로 만든 토큰을 붙여 넣거나 `/ops/?token=…` 링크로 여세요. 토큰은 이 탭에만 보관됩니다.',
     'ops.token.dead.title': '이 토큰은 더 이상 작동하지 않습니다',
     'ops.token.dead.text': '만료되었거나 서버가 새 비밀 키로 다시 시작되었습니다. 화면의 숫자는 마지막으로 받은 값입니다. 새 운영자 토큰을 붙여 넣으세요.',
     'ops.token.forbidden.title': '운영자 토큰이 아닙니다',
     'ops.token.forbidden.text': '이 토큰으로는 전체 라이드를 볼 수 없습니다 (ops 권한 필요). `ridepush token --ops --control`로 만든 토큰을 붙여 넣으세요.',
+    'ops.map.title': '지도',
+    'ops.map.shown': '위치가 있는 라이드 {n}개',
+    'ops.f.position': '위치',
+    'ops.f.zone': '구역',
   });
   Object.assign(I.T.en, {
     'ops.title': 'RidePush operations',
@@ -122,11 +127,15 @@
     'ops.token.label': 'Operator token',
     'ops.token.use': 'Connect',
     'ops.token.none.title': 'An operator token is needed',
-    'ops.token.none.text': 'Paste a token made with `ridepush token --ops --control`, or open an /ops/?token=… link. The token is kept in this tab only.',
+    'ops.token.none.text': 'Paste a token made with `ridepush token --ops --control`, or open an `/ops/?token=…` link. The token is kept in this tab only.',
     'ops.token.dead.title': 'This token no longer works',
     'ops.token.dead.text': 'It expired, or the server restarted with a new secret. The numbers shown are the last ones received. Paste a new operator token.',
     'ops.token.forbidden.title': 'Not an operator token',
     'ops.token.forbidden.text': 'This token cannot watch the whole fleet (ops is needed). Paste a token made with `ridepush token --ops --control`.',
+    'ops.map.title': 'Map',
+    'ops.map.shown': '{n} rides with a position',
+    'ops.f.position': 'Position',
+    'ops.f.zone': 'Zone',
   });
 
   const NEAR_LIMIT_S = 300;     // the server warns at 5 minutes left: mark from there
@@ -137,6 +146,8 @@
   const HISTORY_MS = 15 * 60 * 1000;
   const METRICS_EVERY_MS = 5000;
   const TOKEN_KEY = 'rp.ops.token';
+  const MAP_EVERY_MS = 2000;    // markers follow the fleet frames, redrawn at most this often
+  const MAP_HIT_PX = 14;        // a click picks the nearest marker within this distance
 
   function initialLang() {
     let saved = null;
@@ -151,6 +162,7 @@
     token: window.RPSocket.takeToken(TOKEN_KEY),
     rides: new Map(),          // id -> row (see rowFrom)
     counts: null,              // the server's {riding, paused, ended}
+    ended: 'loading',          // the ended listing: 'loading' | 'done' | 'cut' (more than the bound) | 'failed'
     lastAt: 0,                 // `at` of the newest frame
     view: [],                  // rows after filter and sort
     dirty: true,               // view must be rebuilt
@@ -172,7 +184,11 @@
     confirm: null,             // {kind, ride}
     status: '',
     pool: [],                  // <tr> elements reused for visible rows
+    labels: [],                // the column names by cell index, in the page's language
     rowH: ROW_H,               // one row's real height: which rows are in view follows from it
+    zones: undefined,          // parsed GET /zones (undefined: not asked yet, null: asking)
+    mapDirty: false,
+    mapDrawnAt: 0,
   };
 
   // ---- data ----
@@ -194,6 +210,9 @@
     if (typeof o.watchers === 'number') r.watchers = o.watchers;
     if (o.receipt) r.reason = o.receipt.reason;
     if (o.reason) r.reason = o.reason;
+    const pos = window.RPMap.positionOf(o.position);
+    if (pos) { r.position = pos; S.mapDirty = true; S.hasPositions = true; }
+    if (typeof o.distance === 'number') r.distance = o.distance;
     return r;
   }
 
@@ -251,7 +270,11 @@
       r.fare = x[4];
       r.remaining = x[5];
       r.watchers = x[6];
+      // The row's 8th element: the ride's position, compactly, when the server has one.
+      const pos = x.length > 7 ? window.RPMap.positionOf(x[7]) : null;
+      if (pos) { r.position = pos; S.mapDirty = true; S.hasPositions = true; }
     }
+    if (S.hasPositions) S.mapDirty = true;      // markers move, and ended rides leave the map
     // Values changed: the order may have too when sorted by a moving column.
     if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.dirty = true;
     S.paint = true;
@@ -269,6 +292,7 @@
     S.rides.set(o.ride, r);
     flash(r);
     S.dirty = true;
+    if (o.state === 'ended') renderCounts();
     if (S.sel === o.ride) {
       S.detail = Object.assign({}, S.detail || {}, o);
       requestDetail();
@@ -316,7 +340,12 @@
       case 'fleet_event': onEvent(m); return;
       case 'fleet_warning': {
         const r = S.rides.get(m.ride);
-        if (r) { r.remaining = m.remaining; flash(r); S.paint = true; schedule(); }
+        if (!r) return;
+        // A time-limit warning carries `remaining`; a zone warning (entering a zone where
+        // riding through is not allowed) names the zone instead.
+        if (typeof m.remaining === 'number') r.remaining = m.remaining;
+        if ('zone' in m) r.zone = m.zone;
+        flash(r); S.paint = true; schedule();
         return;
       }
       case 'state':
@@ -355,26 +384,33 @@
   }
 
   // ---- HTTP: ended rides (the snapshot has open ones only) and /metrics ----
+  const ENDED_PAGES = 10;
   async function loadEnded() {
     let cursor = null;
+    const done = (how) => {
+      // A failed reload keeps what an earlier listing found.
+      if (how !== 'failed' || S.ended === 'loading') S.ended = how;
+      renderCounts();
+    };
     // Bounded: the newest 5,000 ended rides are plenty for a console; older ones by search.
-    for (let page = 0; page < 10; page++) {
+    for (let page = 0; page < ENDED_PAGES; page++) {
       const q = new URLSearchParams({ state: 'ended', limit: '500' });
       if (cursor) q.set('cursor', cursor);
       let res;
       try {
         res = await fetch('/rides?' + q, { headers: S.token ? { Authorization: 'Bearer ' + S.token } : {}, cache: 'no-store' });
-      } catch (e) { return; }
-      if (!res.ok) return;
+      } catch (e) { done('failed'); return; }
+      if (!res.ok) { done('failed'); return; }
       const doc = await res.json();
       for (const o of doc.rides || []) {
         if (!S.rides.has(o.ride)) S.rides.set(o.ride, rowFrom(o, null));
       }
       S.dirty = true;
       schedule();
-      if (!doc.next) return;
+      if (!doc.next) { done('done'); return; }
       cursor = doc.next;
     }
+    done('cut');
   }
 
   // Prometheus text: the cumulative buckets of ridepush_tick_lateness_seconds. Bounds are
@@ -446,7 +482,7 @@
     state: (r) => r.state,
     elapsed: (r) => r.elapsed,
     fare: (r) => r.fare,
-    remaining: (r) => (r.remaining === null || r.remaining === undefined ? Infinity : r.remaining),
+    remaining: (r) => (r.state === 'ended' || r.remaining === null || r.remaining === undefined ? Infinity : r.remaining),
     watchers: (r) => r.watchers || 0,
     started_at: (r) => r.started_at || 0,
   };
@@ -496,6 +532,10 @@
     if (S.dirty) rebuild();
     if (S.paint) paintRows();
     if (S.chartDirty) drawChart();
+    if (S.mapDirty && performance.now() - S.mapDrawnAt >= MAP_EVERY_MS) drawMap();
+    else if (S.mapDirty && !S.mapTimer) {
+      S.mapTimer = setTimeout(() => { S.mapTimer = 0; schedule(); }, MAP_EVERY_MS - (performance.now() - S.mapDrawnAt));
+    }
     if (measured) push(cost.render, performance.now() - t);
     // Flashes fade on their own: keep painting while one is running.
     if (S.flashing) { S.paint = true; setTimeout(schedule, 200); }
@@ -574,8 +614,11 @@
       if (tr.dataset.mark !== mark) tr.dataset.mark = mark;
       setText(c[4], clockText(r.elapsed));
       setText(c[5], I.money(S.lang, r.fare, r.currency));
-      setText(c[6], r.remaining === null || r.remaining === undefined ? '–' : clockText(r.remaining));
+      // A returned ride has no time left, whatever its last row said.
+      setText(c[6], r.state === 'ended' || r.remaining === null || r.remaining === undefined ? '–' : clockText(r.remaining));
       setText(c[7], String(r.watchers || 0));
+      // Shown above each figure when the rows are cards (narrow screens, ops.css).
+      for (let k = 4; k < 8; k++) if (c[k].dataset.label !== S.labels[k]) c[k].dataset.label = S.labels[k];
       const fl = r.flashUntil > now;
       if (fl) flashing = true;
       tr.classList.toggle('flash', fl);
@@ -596,20 +639,35 @@
     $('grid-body').dataset.rows = String(n);
   }
 
+  // Riding and paused are the server's counts of its open rides. Ended is counted from the
+  // table (GET /rides?state=ended, then end events): the server's own figure counts the ended
+  // rides it holds in memory, which after a restart are none, so it disagreed with the table.
+  // Past the listing's bound the card says "5,000+"; if the listing fails, the server's figure.
   function renderCounts() {
     const c = S.counts;
-    for (const k of ['riding', 'paused', 'ended']) setText($('count-' + k), c ? I.num(S.lang, c[k]) : '–');
-    for (const k of ['riding', 'paused', 'ended']) $('count-' + k).dataset.n = c ? String(c[k]) : '';
+    for (const k of ['riding', 'paused']) {
+      setText($('count-' + k), c ? I.num(S.lang, c[k]) : '–');
+      $('count-' + k).dataset.n = c ? String(c[k]) : '';
+    }
     let near = 0;
     let long = 0;
+    let ended = 0;
     for (const r of S.rides.values()) {
-      if (isNear(r)) near++;
+      if (r.state === 'ended') ended++;
+      else if (isNear(r)) near++;
       if (isLong(r)) long++;
     }
-    setText($('count-near'), I.num(S.lang, near));
-    setText($('count-long'), I.num(S.lang, long));
-    $('count-near').dataset.n = String(near);
-    $('count-long').dataset.n = String(long);
+    const e = $('count-ended');
+    if (S.ended === 'failed') ended = c ? c.ended : null;
+    const known = S.ended !== 'loading' && ended !== null;
+    setText(e, known ? I.num(S.lang, ended) + (S.ended === 'cut' ? '+' : '') : '–');
+    e.dataset.n = known ? String(ended) : '';
+    e.dataset.source = S.ended;
+    // Before the first snapshot nothing is known: a dash, not a red 0.
+    setText($('count-near'), c ? I.num(S.lang, near) : '–');
+    setText($('count-long'), c ? I.num(S.lang, long) : '–');
+    $('count-near').dataset.n = c ? String(near) : '';
+    $('count-long').dataset.n = c ? String(long) : '';
   }
 
   // ---- chart: rides by state (top) and tick lateness p50/p99 (bottom), last 15 minutes ----
@@ -690,6 +748,39 @@
     return v >= 1000 ? I.num(S.lang, Math.round(v)) : String(Math.round(v * 10) / 10);
   }
 
+  // ---- fleet map ----
+  let fleetMap = null;
+  function drawMap() {
+    S.mapDirty = false;
+    S.mapDrawnAt = performance.now();
+    const markers = [];
+    for (const r of S.rides.values()) {
+      if (r.state === 'ended' || !r.position) continue;
+      markers.push({ id: r.ride, lat: r.position.lat, lon: r.position.lon, kind: r.state, selected: r.ride === S.sel });
+    }
+    // The selected ride is drawn last, on top of its neighbours.
+    markers.sort((a, b) => (a.selected ? 1 : 0) - (b.selected ? 1 : 0));
+    const card = $('fleet-map-card');
+    const show = markers.length > 0;
+    const was = !card.hidden;
+    card.hidden = !show;
+    document.body.classList.toggle('has-map', show);
+    if (!show) return;
+    if (S.zones === undefined) {
+      S.zones = null;
+      window.RPMap.loadZones('/zones').then((z) => { S.zones = z || []; S.mapDirty = true; S.mapDrawnAt = 0; schedule(); });
+    }
+    if (!fleetMap) fleetMap = new window.RPMap($('fleet-map'), { pad: 12, markerR: 5 });
+    const svg = $('fleet-map');
+    // Smaller dots on a phone-sized map, so a few hundred rides do not hide the zones.
+    fleetMap.o.markerR = svg.clientWidth < 500 ? 3.5 : 5;
+    fleetMap.draw({ zones: S.zones || [], markers, fit: 'fleet' });
+    svg.dataset.markers = String(markers.length);
+    $('map-shown').textContent = I.t(S.lang, 'ops.map.shown', { n: I.num(S.lang, markers.length) });
+    // The grid rows changed size when the card appeared: repaint the rows in view.
+    if (!was) { S.paint = true; S.chartDirty = true; }
+  }
+
   // ---- detail ----
   function select(id) {
     S.sel = id;
@@ -699,8 +790,12 @@
     document.body.classList.toggle('has-detail', !!id);
     if (id) requestDetail();
     renderDetail();
+    S.mapDirty = true;
+    S.mapDrawnAt = 0;
     S.paint = true;
     schedule();
+    // Stacked (narrow) layout: the detail is below the list; bring it into view.
+    if (id && window.matchMedia('(max-width: 900px)').matches) $('detail').scrollIntoView({ block: 'start' });
   }
 
   function requestDetail() {
@@ -727,6 +822,11 @@
     fact(dl, 'ops.f.owner', src.owner || '–');
     fact(dl, 'ops.f.plan', (d.plan && (d.plan.name || d.plan.id)) || src.plan || '–');
     fact(dl, 'ops.f.started', I.clock(S.lang, src.started_at));
+    if (src.position) {
+      fact(dl, 'ops.f.position', src.position.lat.toFixed(5) + ', ' + src.position.lon.toFixed(5) +
+        (typeof src.distance === 'number' ? ' · ' + I.metres(S.lang, src.distance) : ''));
+    }
+    if (src.zone) fact(dl, 'ops.f.zone', src.zone);
     fact(dl, 'ops.f.elapsed', I.duration(S.lang, src.elapsed));
     fact(dl, 'ops.f.paused', I.duration(S.lang, src.paused || 0));
     if (src.state === 'paused') fact(dl, 'ops.f.pause_now', I.duration(S.lang, pauseNow(src, S.lastAt || src.at)));
@@ -773,13 +873,12 @@
     if (rc) {
       const body = $('detail-receipt');
       body.textContent = '';
-      for (const ln of rc.lines || []) {
+      for (const ln of I.receiptRows(S.lang, rc, d.plan)) {
         const tr = document.createElement('tr');
         tr.dataset.label = ln.label;
         const th = document.createElement('th');
         th.scope = 'row';
-        const key = 'receipt.' + ln.label;
-        th.textContent = I.T.ko[key] ? I.t(S.lang, key, { n: I.num(S.lang, ln.minutes || 0), km: I.num(S.lang, ln.km || 0) }) : ln.label;
+        th.textContent = ln.text;
         const td = document.createElement('td');
         td.textContent = I.money(S.lang, ln.amount, rc.currency);
         tr.append(th, td);
@@ -819,7 +918,22 @@
     panel.dataset.kind = p || '';
     if (!p) return;
     $('token-title').textContent = I.t(S.lang, 'ops.token.' + p + '.title');
-    $('token-text').textContent = I.t(S.lang, 'ops.token.' + p + '.text');
+    withCode($('token-text'), I.t(S.lang, 'ops.token.' + p + '.text'));
+  }
+
+  // The texts mark commands with backticks; they are shown as <code>, never as backticks.
+  function withCode(el, text) {
+    el.textContent = '';
+    text.split('`').forEach((part, i) => {
+      if (!part) return;
+      if (i % 2) {
+        const code = document.createElement('code');
+        code.textContent = part;
+        el.append(code);
+      } else {
+        el.append(part);
+      }
+    });
   }
 
   function renderConn() {
@@ -859,6 +973,7 @@
     toggle.lang = S.lang === 'ko' ? 'en' : 'ko';
     $('grid-empty').textContent = I.t(S.lang, 'ops.empty');
     $('chart').setAttribute('aria-label', I.t(S.lang, 'ops.chart.title'));
+    S.labels = ['ride', 'owner', 'plan', 'state', 'elapsed', 'fare', 'remaining', 'watchers'].map((k) => I.t(S.lang, 'ops.col.' + k));
     for (const th of document.querySelectorAll('#grid-head th')) {
       const on = th.dataset.col === S.sort.col;
       th.setAttribute('aria-sort', on ? (S.sort.dir > 0 ? 'ascending' : 'descending') : 'none');
@@ -907,6 +1022,13 @@
       if (tr && tr.dataset.ride) select(tr.dataset.ride);
     });
     $('detail-close').addEventListener('click', () => select(null));
+    $('fleet-map').addEventListener('click', (ev) => {
+      const id = fleetMap && fleetMap.hit(ev.clientX, ev.clientY, MAP_HIT_PX);
+      if (id) select(id);
+    });
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => { if (!$('fleet-map-card').hidden) { S.mapDirty = true; S.mapDrawnAt = 0; schedule(); } }).observe($('fleet-map'));
+    }
     $('op-pause').addEventListener('click', () => ask('pause'));
     $('op-resume').addEventListener('click', () => ask('resume'));
     $('op-end').addEventListener('click', () => ask('end'));
@@ -943,6 +1065,7 @@
     mark: (r, at) => (isNear(r) ? 'near' : isLong(r, at) ? 'long' : ''),
     lateness: () => S.lateness.length,
     history: () => S.history.length,
+    mapMarkers: () => (fleetMap ? fleetMap.placed.map((p) => ({ id: p.id, x: p.x, y: p.y })) : []),
     flashedRecently: (id) => !!(S.rides.get(id) && S.rides.get(id).flashUntil > performance.now() - 2000),
     feedCost: () => {
       const med = (a) => (a.length ? a.slice().sort((x, y) => x - y)[Math.floor(a.length / 2)] : 0);
