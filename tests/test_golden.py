@@ -35,6 +35,8 @@ SERVER = golden("server")
 CLIENT = golden("client")
 OPS_SERVER = golden(os.path.join("ops", "server"))
 OPS_CLIENT = golden(os.path.join("ops", "client"))
+# Zones (docs/zones.md): ride.v1 messages of their own folder, sent only where zones are loaded.
+ZONES_SERVER = golden(os.path.join("zones", "server"))
 with open(os.path.join(EXAMPLES, "close-codes.json"), encoding="utf-8") as f:
     CLOSE_CODES = {int(k): v for k, v in json.load(f).items()}
 
@@ -230,7 +232,7 @@ REPLY_ONLY = {"quote": "quote", "authenticated": "auth"}
 def test_the_page_handles_every_server_message_type_it_can_receive_and_no_others():
     src = app_js()
     handled = page_handled_types(src)
-    types = {m["type"] for m in SERVER.values()}
+    types = {m["type"] for m in SERVER.values()} | {m["type"] for m in ZONES_SERVER.values()}
     assert handled <= types, "app.js handles types the server never sends: %s" % (handled - types)
     sent = set(re.findall(r"request\('([a-z_]+)'", src))
     for t in types - handled:
