@@ -18,7 +18,6 @@ Every process started here is ended here, by PID; every wait is bounded."""
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -30,9 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_deploy import render_site  # noqa: E402  (the same rendering of the shipped site file as the tests)
-
-SERVING = re.compile(r"serving (https?)://127.0.0.1:(\d+)/")
-
+sys.path.insert(0, HERE)
+from benchlib import cpu_seconds, start_serve, stop  # noqa: E402
 
 def free_port():
     import socket
@@ -44,16 +42,7 @@ def free_port():
 
 
 def cpu_of(pids):
-    tck = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tck
-        except OSError:
-            pass
-    return total
+    return sum(cpu_seconds(pid) for pid in pids)
 
 
 def system_busy_seconds():
@@ -93,26 +82,10 @@ class RidePush:
                 "--max-connections-per-ip", "1000000"]
         if tls:
             args += ["--tls-cert", tls[0], "--tls-key", tls[1]]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("ridepush exited: %s" % self.proc.poll())
-            m = SERVING.search(line)
-            if m:
-                self.port = int(m.group(2))
-                break
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        self.proc, self.port = start_serve(args, timeout=60)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop(self.proc)
 
 
 class Nginx:

@@ -26,22 +26,6 @@ PUBLIC = os.path.join(ROOT, "public")
 PARIS = os.path.join(ROOT, "tests", "fixtures", "gbfs", "geofencing_zones.v3.0.json")
 
 
-@pytest.fixture
-def browsers():
-    made = []
-
-    def make(size=B.DESKTOP, lang="ko-KR"):
-        d = B.make_driver(size, lang)
-        made.append(d)
-        return d
-    yield make
-    for d in made:
-        try:
-            d.quit()
-        except Exception:
-            pass
-
-
 def box_ring(lon0, lat0, lon1, lat1):
     return [[lon0, lat0], [lon1, lat0], [lon1, lat1], [lon0, lat1], [lon0, lat0]]
 

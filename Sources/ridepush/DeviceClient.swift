@@ -98,7 +98,7 @@ struct Words: Sendable {
                 ? ["unlock": "잠금 해제", "riding": "주행", "distance": "주행 거리", "pause": "일시정지 요금",
                    "cap": "요금 상한 할인", "floor": "할인 한도 조정"]
                 : ["unlock": "unlock", "riding": "riding", "distance": "distance", "pause": "pause charge",
-                   "cap": "fare cap", "floor": "discount limited to the fare"])[l.label] ?? l.label
+                   "cap": "fare cap", "floor": "discount limited to the fare"])[l.label.rawValue] ?? l.label.rawValue
             var text = label
             if let m = l.minutes { text += korean ? " \(m)분" : " \(m) min" }
             if let k = l.km { text += " \(k) km" }
@@ -106,9 +106,10 @@ struct Words: Sendable {
         }
         let reason: String
         switch r.reason {
-        case "time_limit": reason = korean ? "시간 제한으로 종료" : "time limit reached"
-        case "pause_limit": reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
-        default: reason = korean ? "반납" : "returned by the rider"
+        case .timeLimit: reason = korean ? "시간 제한으로 종료" : "time limit reached"
+        case .pauseLimit: reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
+        case .byOperator: reason = korean ? "운영자가 종료" : "ended by an operator"
+        case .rider: reason = korean ? "반납" : "returned by the rider"
         }
         out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  total \(money(r.fare, r.currency)) (\(reason))")
         return out

@@ -85,7 +85,7 @@ func rideWithTheClient() async throws {
     print("model resume \(model.state?.rawValue ?? "-")")
     await model.giveBack()
     guard model.state == .ended, let receipt = model.ride?.receipt else { throw DemoError("giveBack: \(model.problem ?? "not ended")") }
-    print("model giveBack \(model.state?.rawValue ?? "-") \(model.결제금액) lines=\(receipt.lines.map(\.label).joined(separator: ","))")
+    print("model giveBack \(model.state?.rawValue ?? "-") \(model.결제금액) lines=\(receipt.lines.map(\.label.rawValue).joined(separator: ","))")
 }
 
 do {
