@@ -11,11 +11,15 @@ import RideWebhooks
 ///   could not renew as lost (`takeLost`): another node took them after the lease expired, or
 ///   finished them. Then it claims heads nobody holds (or whose lease expired: a dead node's)
 ///   with `FOR UPDATE SKIP LOCKED`, so two nodes claiming at once never take the same row.
-/// - `record` changes a row only under this node's lease; a refused retry is reported lost.
+/// - `record` changes a row only under this node's lease. A retry gives the lease up and
+///   reports the row as no longer held: while it waits (up to 5 minutes) it costs this node
+///   no memory, and whichever node reads it once due sends it. A refused retry (the lease was
+///   lost meanwhile) is reported the same way.
+/// - Only rows due now are claimed, at most `limit` held at once, so what a node holds is
+///   bounded by its batch, not by how long a receiver has been down.
 ///
-/// Leases are renewed at every read (the sender reads at least once a second), so a live node
-/// keeps its rows however long their retry waits, and a node that died hands them on
-/// `leaseMillis` later. Lease instants are Unix ms of this node's clock (injected; NTP-synced
+/// Leases are renewed at every read (the sender reads at least once a second), and a node
+/// that died hands its rows on `leaseMillis` later. Lease instants are Unix ms of this node's clock (injected; NTP-synced
 /// nodes in production): the lease must be much longer than a send's deadline (5 s) plus the
 /// poll interval plus the clocks' skew, or a slow send could overlap another node's.
 public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `conn`, `held`, `lost`, `lastFailure` only under `lock`
@@ -27,7 +31,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     private let label: String
     private let lock = NSLock()
     private var conn: PostgresConnection?
-    /// Rows handed out by `pending` and not yet finished, lost or dropped: the leases renewed.
+    /// Rows handed out by `pending` and not yet finished, retried or lost: the leases renewed.
     private var held: Set<Int64> = []
     private var lost: Set<Int64> = []
     private var lastFailure: String?
@@ -96,7 +100,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
                 ), claim AS (
                     SELECT o.seq FROM ridepush.webhook_outbox o JOIN heads h ON o.seq = h.seq
                     WHERE (o.lease_owner IS NULL OR o.lease_until < $1 OR o.lease_owner = $2)
-                      AND NOT o.seq = ANY($5::bigint[])
+                      AND o.next_attempt_at <= $1 AND NOT o.seq = ANY($5::bigint[])
                     ORDER BY o.next_attempt_at, o.seq LIMIT $3
                     FOR UPDATE OF o SKIP LOCKED
                 )
@@ -128,11 +132,13 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
                 try c.query("DELETE FROM ridepush.webhook_outbox WHERE seq = $1 AND lease_owner = $2", [.int(seq), .text(owner)])
                 held.remove(seq)
             case .retry(_, let attempts, let at, let lastResult):
-                let r = try c.query("""
-                    UPDATE ridepush.webhook_outbox SET attempts = $3, next_attempt_at = $4, last_result = $5
+                try c.query("""
+                    UPDATE ridepush.webhook_outbox
+                    SET attempts = $3, next_attempt_at = $4, last_result = $5, lease_owner = NULL, lease_until = NULL
                     WHERE seq = $1 AND lease_owner = $2
                     """, [.int(seq), .text(owner), .int(Int64(attempts)), .int(at), .text(lastResult)])
-                if r.affected == 0, held.remove(seq) != nil { lost.insert(seq) }
+                // Released (or already lost): the sender forgets it until it is due and claimed again.
+                if held.remove(seq) != nil { lost.insert(seq) }
             case .dead(_, let attempts, let lastResult):
                 try c.query("""
                     WITH gone AS (

@@ -22,8 +22,9 @@ public protocol WebhookOutbox: AnyObject, Sendable {
     /// Dead rows, oldest first, for `GET /v1/webhooks/dead`.
     func dead(limit: Int) -> [OutboxRow]
     /// Rows an earlier `pending` handed out that this node no longer holds (PostgreSQL: their
-    /// lease expired and another node took them, or another node finished them), each reported
-    /// once. The sender drops them so only the holder sends. Called after each `pending`.
+    /// lease expired and another node took them or finished them, or a retry gave the lease up
+    /// until the row is due), each reported once. The sender drops them so only the holder
+    /// sends. Called after each `pending`.
     func takeLost() -> Set<Int64>
 }
 

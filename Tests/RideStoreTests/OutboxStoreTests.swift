@@ -36,6 +36,8 @@ func step(_ id: String, _ seq: Int64, _ t: RideTransition, to targets: [String] 
 /// and PostgreSQL (its own connection, with leases).
 final class OutboxStoreTests: StoreDirectoryTestCase {
     enum Kind: String { case memory, sqlite, postgres }
+    /// The PostgreSQL outbox's clock (lease and due instants).
+    let pgClock = ManualClock(t0)
 
     /// Runs `body` with a fresh store of each kind and an outbox reading it.
     func forEachStore(_ body: (Kind, any RideStore, any WebhookOutbox) throws -> Void) throws {
@@ -49,7 +51,7 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
         let pg = try TestPostgres.shared()
         let settings = pg.settings(database: try pg.createDatabase())
         let store = try PostgresStore(settings)
-        let outbox = PostgresOutbox(settings, clock: ManualClock(t0))
+        let outbox = PostgresOutbox(settings, clock: pgClock)
         try body(.postgres, store, outbox)
         outbox.close()
         store.close()
@@ -107,6 +109,7 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
     }
 
     func testEachLaneIsReadHeadFirstAndDeliveredInCommitOrder() throws {
+        pgClock.advance(millis: 1_000)  // every row due (PostgreSQL claims only those)
         try forEachStore { kind, store, outbox in
             // Ride a's four transitions in four groups, ride b's start in between.
             _ = try store.commit([start("a")])
@@ -140,6 +143,7 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
     }
 
     func testRetryIsKeptOnTheRowAndDeadMovesItToTheListing() throws {
+        pgClock.advance(millis: 100)
         try forEachStore { kind, store, outbox in
             _ = try store.commit([start("a", to: [endpoints[0]]), start("b", at: t0 + 5, to: [endpoints[0]])])
             _ = try store.commit([step("a", 2, .pause(at: t0 + 10), to: [endpoints[0]])])
@@ -149,8 +153,16 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
             outbox.record(.retry(seq: a.seq, attempts: 1, at: t0 + 60_000, lastResult: "HTTP 503"))
             // The retried head now comes after b's (soonest attempt first) with its count kept.
             let again = outbox.pending(limit: 10)
-            if kind == .postgres {
-                XCTAssertEqual(again, [], "postgres: rows held already are not handed out again")
+            if let pg = outbox as? PostgresOutbox {
+                // The retry gave the lease up: the sender forgets the row until it is due.
+                XCTAssertEqual(pg.takeLost(), [a.seq])
+                XCTAssertEqual(again, [], "postgres: b is held already, a is not due")
+                pgClock.advance(millis: 60_000)
+                let due = outbox.pending(limit: 10)
+                XCTAssertEqual(due.map(\.seq), [a.seq])
+                XCTAssertEqual(due.first?.attempts, 1)
+                XCTAssertEqual(due.first?.nextAttemptAt, t0 + 60_000)
+                XCTAssertEqual(due.first?.lastResult, "HTTP 503")
             } else {
                 XCTAssertEqual(again.map(\.rideID), ["b", "a"], kind.rawValue)
                 XCTAssertEqual(again.last?.attempts, 1)
@@ -282,7 +294,8 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
         b.record(.delivered(seq: held[1].seq, attempts: 1))
         b.record(.retry(seq: held[0].seq, attempts: 1, at: t0 + 99_000, lastResult: "HTTP 500"))
         XCTAssertEqual(b.stats().pending, 3)
-        XCTAssertEqual(b.takeLost(), [])
+        XCTAssertEqual(b.takeLost(), [held[0].seq], "a retry releases the lease")
+        XCTAssertEqual(b.heldCount, 2)
     }
 
     func testARetryRefusedForALostLeaseIsReportedLost() throws {
@@ -314,5 +327,24 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
         case let p as PostgresOutbox: return p.allPending()
         default: XCTFail("unknown outbox"); return []
         }
+    }
+}
+
+extension OutboxStoreTests {
+    func testPostgresClaimsOnlyRowsDueAndAtMostItsLimitHeld() throws {
+        let pg = try TestPostgres.shared()
+        let settings = pg.settings(database: try pg.createDatabase())
+        let store = try PostgresStore(settings)
+        defer { store.close() }
+        _ = try store.commit((0..<6).map { start("r\($0)", at: t0 + Int64($0) * 1_000, to: [endpoints[0]]) })
+        let clock = ManualClock(t0 + 2_000)
+        let a = PostgresOutbox(settings, owner: "node-a", clock: clock)
+        defer { a.close() }
+        XCTAssertEqual(a.pending(limit: 10).map(\.rideID), ["r0", "r1", "r2"], "only rows due by now")
+        clock.advance(millis: 10_000)
+        XCTAssertEqual(a.pending(limit: 4).map(\.rideID), ["r3"], "three held already, room for one")
+        XCTAssertEqual(a.heldCount, 4)
+        XCTAssertEqual(a.pending(limit: 4), [])
+        XCTAssertEqual(a.takeLost(), [])
     }
 }
