@@ -22,7 +22,7 @@ import RideWebhooks
 /// that died hands its rows on `leaseMillis` later. Lease instants are Unix ms of this node's clock (injected; NTP-synced
 /// nodes in production): the lease must be much longer than a send's deadline (5 s) plus the
 /// poll interval plus the clocks' skew, or a slow send could overlap another node's.
-public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `conn`, `held`, `lost`, `lastFailure` only under `lock`
+public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `conn`, `held`, `lost`, `lastFailure`, `lastStats` only under `lock`
     public let settings: PostgresSettings
     /// This node's name in `lease_owner`: unique per process start.
     public let owner: String
@@ -35,6 +35,8 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     private var held: Set<Int64> = []
     private var lost: Set<Int64> = []
     private var lastFailure: String?
+    /// The last counts read, answered while PostgreSQL cannot be read.
+    private var lastStats = OutboxStats()
 
     public init(_ settings: PostgresSettings, owner: String = PostgresOutbox.newOwner(), leaseMillis: Int64 = 30_000,
                 clock: RideClock = SystemClock()) {
@@ -55,7 +57,14 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
         return "\(String(cString: host)):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
     }
 
+    /// Gives every lease of this node up (a clean shutdown: another node takes the rows at once
+    /// instead of after `leaseMillis`), then closes the connection. Call after the sender stopped.
     public func close() {
+        locked(()) { (c: PostgresConnection) throws(PostgresError) in
+            try c.query("UPDATE ridepush.webhook_outbox SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1",
+                        [.text(owner)])
+            held = []
+        }
         lock.lock()
         defer { lock.unlock() }
         conn?.close()
@@ -154,12 +163,13 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     }
 
     public func stats() -> OutboxStats {
-        locked(OutboxStats()) { (c: PostgresConnection) throws(PostgresError) -> OutboxStats in
+        locked(lastStats) { (c: PostgresConnection) throws(PostgresError) -> OutboxStats in
             let r = try c.query("""
                 SELECT (SELECT count(*) FROM ridepush.webhook_outbox), (SELECT min(created) FROM ridepush.webhook_outbox),
                        (SELECT count(*) FROM ridepush.webhook_dead)
                 """)
-            return OutboxStats(pending: Int(r.int(0, 0) ?? 0), oldestPendingCreated: r.int(0, 1), dead: Int(r.int(0, 2) ?? 0))
+            lastStats = OutboxStats(pending: Int(r.int(0, 0) ?? 0), oldestPendingCreated: r.int(0, 1), dead: Int(r.int(0, 2) ?? 0))
+            return lastStats
         }
     }
 

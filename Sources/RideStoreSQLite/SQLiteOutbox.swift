@@ -12,12 +12,14 @@ import RideWebhooks
 /// One sender per file (the store's flock already means one server per file), so no leases.
 /// A failed statement loses nothing: the row stays pending and is read and sent again
 /// (at least once); `lastError` says why for the log.
-public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db` and `lastFailure` only under `lock`
+public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, `lastFailure` and `lastStats` only under `lock`
     public let path: String
     let db: SQLiteConnection
     private let clock: RideClock
     private let lock = NSLock()
     private var lastFailure: String?
+    /// The last counts read, answered while the file cannot be read.
+    private var lastStats = OutboxStats()
 
     /// Opens `path`, which `SQLiteStore` must have opened (created or upgraded) first.
     public init(path: String, clock: RideClock = SystemClock()) throws(StoreError) {
@@ -98,7 +100,7 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db` a
     }
 
     public func stats() -> OutboxStats {
-        locked(OutboxStats()) { () throws(StoreError) in
+        locked(lastStats) { () throws(StoreError) in
             var out = OutboxStats()
             try db.query("""
                 SELECT (SELECT count(*) FROM webhook_outbox), (SELECT min(created) FROM webhook_outbox),
@@ -106,6 +108,7 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db` a
                 """) { (r: SQLRow) throws(StoreError) in
                 out = OutboxStats(pending: Int(r.int(0)), oldestPendingCreated: r.optionalInt(1), dead: Int(r.int(2)))
             }
+            lastStats = out
             return out
         }
     }

@@ -296,6 +296,11 @@ final class OutboxStoreTests: StoreDirectoryTestCase {
         XCTAssertEqual(b.stats().pending, 3)
         XCTAssertEqual(b.takeLost(), [held[0].seq], "a retry releases the lease")
         XCTAssertEqual(b.heldCount, 2)
+        // b shuts down cleanly: its leases are given up at once, not after they expire.
+        b.close()
+        let c = PostgresOutbox(settings, owner: "node-c", clock: clock)
+        defer { c.close() }
+        XCTAssertEqual(Set(c.pending(limit: 10).map(\.seq)), Set([held[2].seq, held[3].seq]))
     }
 
     func testARetryRefusedForALostLeaseIsReportedLost() throws {

@@ -95,7 +95,7 @@ final class PostgresSenderTests: XCTestCase {
         let dead = PostgresOutbox(settings, owner: "node-a", leaseMillis: 1_000)
         let claimedAt = SystemClock().now()
         XCTAssertEqual(dead.pending(limit: 100).count, 3)
-        dead.close()
+        // Not `close()`, which would give the leases up: a dead node never says goodbye.
         let log = Locked<[(String, Int64, UnixMillis)]>([])
         let b = PostgresOutbox(settings, owner: "node-b")
         let s = sender(b, log: log, node: "b")
@@ -110,5 +110,6 @@ final class PostgresSenderTests: XCTestCase {
         let attempts = log.withLock { $0 }
         XCTAssertEqual(attempts.count, 12)
         XCTAssertGreaterThanOrEqual(attempts.map(\.2).min() ?? 0, claimedAt + 1_000)
+        withExtendedLifetime(dead) {}
     }
 }
