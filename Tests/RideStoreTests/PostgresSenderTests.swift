@@ -26,8 +26,8 @@ final class PostgresSenderTests: XCTestCase {
     }
 
     /// `rides` rides with four transitions each, a group per transition step.
-    func commitRides(_ rides: Int) throws {
-        let endpoint = "http://127.0.0.1:\(receiver.port)/ok"
+    func commitRides(_ rides: Int, path: String = "/ok") throws {
+        let endpoint = "http://127.0.0.1:\(receiver.port)\(path)"
         func events(_ id: String, _ type: WebhookEventType, _ at: UnixMillis) -> [OutboxEvent] {
             WebhookEvent(type: type, rideID: id, created: at, ride: Array("{\"id\":\"\(id)\"}".utf8)).outboxEvents(endpoints: [endpoint])
         }
@@ -87,6 +87,35 @@ final class PostgresSenderTests: XCTestCase {
         XCTAssertEqual(attempts.count, 40)
         XCTAssertEqual(Set(attempts.map(\.1)).count, 40, "a row attempted by both nodes")
         print("two nodes: a delivered \(attempts.filter { $0.0 == "a" }.count), b \(attempts.filter { $0.0 == "b" }.count)")
+    }
+
+    func testRefusedHeadsAreRetriedByEitherNodeAndEachAttemptIsRecordedOnce() throws {
+        try commitRides(3, path: "/status/503")
+        let log = Locked<[(String, Int64, UnixMillis)]>([])
+        let a = PostgresOutbox(settings, owner: "node-a")
+        let b = PostgresOutbox(settings, owner: "node-b")
+        let senders = [sender(a, log: log, node: "a"), sender(b, log: log, node: "b")]
+        senders.forEach { $0.start() }
+        // The first attempts at once, the second ones a second later (the schedule's first wait).
+        let deadline = Date().addingTimeInterval(10)
+        while a.allPending().filter({ $0.attempts >= 2 }).count < 3, Date() < deadline { usleep(50_000) }
+        senders.forEach { $0.stop() }
+        let rows = a.allPending()
+        a.close()
+        b.close()
+        XCTAssertEqual(rows.count, 12, "nothing refused is lost")
+        let requests = receiver.requests(atLeast: 6)
+        // Only heads are sent while they fail: every request is a start.
+        XCTAssertEqual(Set(typesByRide(requests).values.flatMap { $0 }), ["ride.started"])
+        // Every send was recorded under a lease, once: the rows' attempts add up to the requests.
+        var sent: [String: Int] = [:]
+        for r in requests { if let e = r["event"] as? String { sent[e, default: 0] += 1 } }
+        for row in rows where row.attempts > 0 {
+            XCTAssertEqual(sent[row.eventID], row.attempts, row.rideID)
+            XCTAssertEqual(row.lastResult, "HTTP 503")
+        }
+        XCTAssertEqual(rows.filter { $0.attempts >= 2 }.count, 3)
+        XCTAssertEqual(log.withLock { $0.count }, requests.count)
     }
 
     func testADeadNodesLeasesPassToTheOtherNodeOnceExpired() throws {
