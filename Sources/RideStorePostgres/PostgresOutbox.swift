@@ -22,7 +22,7 @@ import RideWebhooks
 /// that died hands its rows on `leaseMillis` later. Lease instants are Unix ms of this node's clock (injected; NTP-synced
 /// nodes in production): the lease must be much longer than a send's deadline (5 s) plus the
 /// poll interval plus the clocks' skew, or a slow send could overlap another node's.
-public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `conn`, `held`, `lost`, `lastFailure`, `lastStats` only under `lock`
+public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `conn`, `held`, `heldUntil`, `lost`, `lastFailure`, `lastStats` only under `lock`
     public let settings: PostgresSettings
     /// This node's name in `lease_owner`: unique per process start.
     public let owner: String
@@ -35,6 +35,8 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     private var held: Set<Int64> = []
     private var lost: Set<Int64> = []
     private var lastFailure: String?
+    /// Until when the leases in `held` are known to be valid (their last renewal's end).
+    private var heldUntil: UnixMillis = .min
     /// The last counts read, answered while PostgreSQL cannot be read.
     private var lastStats = OutboxStats()
 
@@ -86,7 +88,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     }
 
     public func pending(limit: Int) -> [OutboxRow] {
-        locked([]) { (c: PostgresConnection) throws(PostgresError) -> [OutboxRow] in
+        let rows = locked(nil) { (c: PostgresConnection) throws(PostgresError) -> [OutboxRow]? in
             let now = clock.now()
             let until = now + leaseMillis
             if !held.isEmpty {
@@ -99,6 +101,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
                 lost.formUnion(held.subtracting(renewed))
                 held = renewed
             }
+            heldUntil = until
             // Heads from this statement's snapshot; a head another node holds is skipped (its
             // lease is valid, or it is locked by a claim in progress), and its lane with it.
             let room = max(0, limit - held.count)
@@ -122,6 +125,16 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
             held.formUnion(rows.map(\.seq))
             return rows
         }
+        if let rows { return rows }
+        // PostgreSQL unreachable past the leases' end: another node may hold them now, so the
+        // sender must not send them (their results would be refused anyway).
+        lock.lock()
+        defer { lock.unlock() }
+        if !held.isEmpty, clock.now() >= heldUntil {
+            lost.formUnion(held)
+            held = []
+        }
+        return []
     }
 
     public func takeLost() -> Set<Int64> {

@@ -353,3 +353,36 @@ extension OutboxStoreTests {
         XCTAssertEqual(a.takeLost(), [])
     }
 }
+
+extension OutboxStoreTests {
+    func testPostgresUnreachablePastTheLeaseReportsEveryHeldRowLost() throws {
+        let pg = try TestPostgres.shared()
+        let database = try pg.createDatabase()
+        let settings = pg.settings(database: database)
+        do {
+            let store = try PostgresStore(settings)
+            _ = try store.commit([start("a", to: [endpoints[0]]), start("b", to: [endpoints[0]])])
+            store.close()
+        }
+        let clock = ManualClock(t0)
+        let a = PostgresOutbox(settings, owner: "node-a", leaseMillis: 30_000, clock: clock)
+        defer { a.close() }
+        let held = Set(a.pending(limit: 10).map(\.seq))
+        XCTAssertEqual(held.count, 2)
+        try pg.admin("ALTER DATABASE \(database) ALLOW_CONNECTIONS false")
+        try pg.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)'")
+        defer { _ = try? pg.admin("ALTER DATABASE \(database) ALLOW_CONNECTIONS true") }
+        clock.advance(millis: 29_000)
+        XCTAssertEqual(a.pending(limit: 10), [])
+        XCTAssertNotNil(a.lastError)
+        XCTAssertEqual(a.takeLost(), [], "still within the leases")
+        clock.advance(millis: 1_000)
+        XCTAssertEqual(a.pending(limit: 10), [])
+        XCTAssertEqual(a.takeLost(), held, "past the leases another node may hold them")
+        XCTAssertEqual(a.heldCount, 0)
+        // Back: nobody took them, so a claims them again like any expired lease.
+        try pg.admin("ALTER DATABASE \(database) ALLOW_CONNECTIONS true")
+        XCTAssertEqual(Set(a.pending(limit: 10).map(\.seq)), held)
+        XCTAssertNil(a.lastError)
+    }
+}
