@@ -59,9 +59,9 @@ let package = Package(
         // and the memory store. No database library: each store is its own target.
         .target(name: "RideStore", dependencies: ["RideCore"]),
         // The embedded default store: one SQLite file in WAL mode.
-        .target(name: "RideStoreSQLite", dependencies: ["RideStore", "RideCore", "CSQLite"]),
+        .target(name: "RideStoreSQLite", dependencies: ["RideStore", "RideCore", "CSQLite", "RideWebhooks"]),
         // The store a fleet of nodes shares, through libpq, and its LISTEN connection.
-        .target(name: "RideStorePostgres", dependencies: ["RideStore", "RideCore", "CLibPQ"]),
+        .target(name: "RideStorePostgres", dependencies: ["RideStore", "RideCore", "CLibPQ", "RideWebhooks"]),
         // Fault injection and test doubles for the store: only test targets depend on it, so a
         // release `ridepush` does not contain it.
         .target(name: "RideStoreTesting", dependencies: ["RideStore", "RideCore"]),
@@ -69,7 +69,7 @@ let package = Package(
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
         // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
         // outbox sender's state machine and loop, a deadline-bound HTTP/1.1 POST.
-        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore"]),
+        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
         .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
@@ -84,12 +84,12 @@ let package = Package(
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
         .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
-        .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideStoreSQLite", "RideStorePostgres", "RideStoreTesting", "RideCore"]),
+        .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideStoreSQLite", "RideStorePostgres", "RideStoreTesting", "RideCore", "RideWebhooks"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth", "RideCore", "COpenSSL"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
-        .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore"]),
+        .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore", "RideStore", "RideStoreSQLite"]),
     ],
     swiftLanguageModes: [.v6]
 )

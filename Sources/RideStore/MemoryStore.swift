@@ -38,8 +38,12 @@ public final class MemoryStore: RideStore {
     private var replyOf: [ReplyKey: Int32] = [:]
     private var replyBytes = ReplyArena()
     private var closed = false
+    /// Receives the outbox events of every write kept (nil: webhooks off, events dropped).
+    private let outbox: OutboxSink?
 
-    public init() {}
+    public init(outbox: OutboxSink? = nil) {
+        self.outbox = outbox
+    }
 
     public func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
         try checkOpen()
@@ -65,6 +69,7 @@ public final class MemoryStore: RideStore {
                 rows[r].state = StoreRules.state(after: entry.transition)
                 if let reply { record(reply) }
             }
+            if let outbox, !write.outbox.isEmpty { outbox.append(write.outbox) }
             results.append(.written)
         }
         return results

@@ -111,12 +111,15 @@ public struct NewRide: Sendable, Equatable {
     /// Maximum riding seconds, if any.
     public let limit: Int64?
     public let startedAt: UnixMillis
-    public init(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis) {
+    /// The webhook deliveries of this start, written with it or not at all.
+    public let outbox: [OutboxEvent]
+    public init(id: String, planID: String, owner: String?, limit: Int64?, startedAt: UnixMillis, outbox: [OutboxEvent] = []) {
         self.id = id
         self.planID = planID
         self.owner = owner
         self.limit = limit
         self.startedAt = startedAt
+        self.outbox = outbox
     }
 }
 
@@ -125,10 +128,13 @@ public struct JournalEntry: Sendable, Equatable {
     public let ride: String
     public let seq: Int64
     public let transition: RideTransition
-    public init(ride: String, seq: Int64, transition: RideTransition) {
+    /// The webhook deliveries of this transition, written with it or not at all.
+    public let outbox: [OutboxEvent]
+    public init(ride: String, seq: Int64, transition: RideTransition, outbox: [OutboxEvent] = []) {
         self.ride = ride
         self.seq = seq
         self.transition = transition
+        self.outbox = outbox
     }
 }
 

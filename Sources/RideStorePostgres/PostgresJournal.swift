@@ -140,6 +140,26 @@ enum PostgresJournal {
                 .bytes(reply.bytes), .int(reply.at)]
     }
 
+    /// One statement inserting `events` in order (so their seqs follow it); nil for none.
+    static func outboxStatement(_ events: [OutboxEvent]) -> (sql: String, params: [PGValue])? {
+        guard !events.isEmpty else { return nil }
+        let hex: ([UInt8]) -> String = { $0.map { String(format: "%02x", $0) }.joined() }
+        return ("""
+            INSERT INTO ridepush.webhook_outbox (event_id, type, ride, endpoint, created, body, next_attempt_at)
+            SELECT e, t, r, p, c, decode(b, 'hex'), c
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])
+                WITH ORDINALITY AS u(e, t, r, p, c, b, n)
+            ORDER BY n
+            """, [.text(arrayLiteral(events.map(\.eventID))), .text(arrayLiteral(events.map(\.type))),
+                  .text(arrayLiteral(events.map(\.rideID))), .text(arrayLiteral(events.map(\.endpoint))),
+                  .text(arrayLiteral(events.map { String($0.created) })), .text(arrayLiteral(events.map { hex($0.body) }))])
+    }
+
+    static func insertOutbox(_ c: PostgresConnection, _ events: [OutboxEvent]) throws(PostgresError) {
+        guard let s = outboxStatement(events) else { return }
+        _ = try c.query(s.sql, s.params)
+    }
+
     /// A PostgreSQL array literal of text values (ride ids never hold quotes or backslashes,
     /// but they are escaped anyway).
     static func arrayLiteral(_ items: [String]) -> String {

@@ -9,7 +9,7 @@ import RideStore
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 3
+    static let current: Int64 = 4
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -78,6 +78,42 @@ enum PostgresSchema {
             ALTER TABLE ridepush.journal DROP CONSTRAINT journal_reason_check;
             ALTER TABLE ridepush.journal ADD CONSTRAINT journal_reason_check
                 CHECK (reason IN ('rider', 'operator', 'time_limit', 'pause_limit'));
+            """),
+        (4, """
+            -- Webhook deliveries owed, one row per event and endpoint, inserted in the
+            -- transaction of the transition they describe (after the ride's row lock, so within
+            -- a ride seq is commit order) and deleted once delivered. A node sends a row only
+            -- while it holds its lease (lease_owner until lease_until, Unix ms): claimed with
+            -- FOR UPDATE SKIP LOCKED, renewed at every read, taken over by another node once it
+            -- expires (the holder died or lost PostgreSQL).
+            CREATE TABLE ridepush.webhook_outbox (
+                seq             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                event_id        text NOT NULL,
+                type            text NOT NULL,
+                ride            text NOT NULL,
+                endpoint        text NOT NULL,
+                created         bigint NOT NULL,
+                body            bytea NOT NULL,
+                attempts        integer NOT NULL DEFAULT 0,
+                next_attempt_at bigint NOT NULL,
+                last_result     text,
+                lease_owner     text,
+                lease_until     bigint
+            );
+            CREATE INDEX webhook_outbox_lane ON ridepush.webhook_outbox (endpoint, ride, seq);
+            -- Deliveries given up on (past the retry window), for ops to list; never sent again.
+            CREATE TABLE ridepush.webhook_dead (
+                seq         bigint PRIMARY KEY,
+                event_id    text NOT NULL,
+                type        text NOT NULL,
+                ride        text NOT NULL,
+                endpoint    text NOT NULL,
+                created     bigint NOT NULL,
+                body        bytea NOT NULL,
+                attempts    integer NOT NULL,
+                last_result text,
+                died_at     bigint NOT NULL
+            );
             """),
     ]
 }

@@ -88,6 +88,7 @@ public final class PostgresStore: RideStore {
                     }
                     switch try PostgresJournal.create(c, new, reply: reply) {
                     case .written:
+                        try PostgresJournal.insertOutbox(c, new.outbox)
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         results.append(.written)
                     case .idExists, .stale:
@@ -106,6 +107,7 @@ public final class PostgresStore: RideStore {
                     }
                     switch try PostgresJournal.append(c, entry, reply: reply) {
                     case .written:
+                        try PostgresJournal.insertOutbox(c, entry.outbox)
                         rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
                         results.append(.written)
                     case .replyExists, .idExists, .replyExistsRowInserted:
@@ -157,8 +159,11 @@ public final class PostgresStore: RideStore {
                     }
                     results.append(nil)
                 }
+                // Only the writes checked as fine carry their events; a refusal found by
+                // PostgreSQL below rolls the whole transaction back, events included.
+                let events = batch.indices.filter { results[$0] == nil }.flatMap { batch[$0].outbox }
                 if !statements.isEmpty {
-                    let out = try c.pipeline(statements)
+                    let out = try c.pipeline(statements + (PostgresJournal.outboxStatement(events).map { [$0] } ?? []))
                     var k = 0
                     for (i, write) in batch.enumerated() where results[i] == nil {
                         let outcome: PostgresJournal.Outcome

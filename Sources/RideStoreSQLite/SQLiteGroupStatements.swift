@@ -22,7 +22,7 @@ extension SQLiteStore {
     /// a temporary file once past 64 KiB (measured: twice the bytes written per transition);
     /// one that fails rolls the whole group back instead, which the group does anyway.
     enum GroupStatement: Int {
-        case replies, creates, moves, ends, transitions, replyReads, rideReads
+        case replies, creates, moves, ends, transitions, replyReads, rideReads, outbox
 
         func sql(arity: Int) -> String {
             func rows(_ one: String) -> String { Array(repeating: one, count: arity).joined(separator: ", ") }
@@ -52,6 +52,11 @@ extension SQLiteStore {
                     """
             case .transitions:
                 return "INSERT OR ROLLBACK INTO transitions (ride, seq, kind, at, reason, metres) VALUES \(rows("(?, ?, ?, ?, ?, ?)"))"
+            case .outbox:
+                return """
+                    INSERT OR ROLLBACK INTO webhook_outbox (event_id, type, ride, endpoint, created, body, attempts, next_attempt_at)
+                    VALUES \(rows("(?, ?, ?, ?, ?, ?, 0, ?)"))
+                    """
             case .replyReads:
                 // Rows name the key by its place in the list: matched as SQLite compares
                 // (bytes), with no text read back.
@@ -170,7 +175,19 @@ extension SQLiteStore {
             // Every write's ride was numbered above (the counts matched).
             b.int(numbers[write.rideID]!); b.int(seq); b.text(t.kind); b.int(t.at); b.text(reason); b.int(metres)
         })
+        // In the batch's order, so seq (the rowid) follows commit order within each ride.
+        try insertOutbox(batch.flatMap(\.outbox))
         return [WriteResult](repeating: .written, count: batch.count)
+    }
+}
+
+extension SQLiteStore {
+    /// The webhook deliveries of writes being kept, in the same transaction.
+    func insertOutbox(_ events: [OutboxEvent]) throws(StoreError) {
+        guard !events.isEmpty else { return }
+        try inGroups(events, .outbox, bind: { b, e in
+            b.text(e.eventID); b.text(e.type); b.text(e.rideID); b.text(e.endpoint); b.int(e.created); b.blob(e.body); b.int(e.created)
+        })
     }
 }
 

@@ -225,6 +225,7 @@ public final class SQLiteStore: LogSyncing {
             guard let n else { return try undo(reply) }
             try insert(entry.transition, ride: n, seq: entry.seq)
         }
+        try insertOutbox(write.outbox)
         return true
     }
 

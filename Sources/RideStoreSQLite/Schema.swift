@@ -8,7 +8,7 @@ import RideStore
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 6
+    static let current: Int64 = 7
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -134,6 +134,40 @@ enum Schema {
             -- `at` (each group records its replies at one instant, groups commit in order), so
             -- the index on `at` only cost every transition one more B-tree insert.
             DROP INDEX replies_at;
+            """),
+        (7, """
+            -- Webhook deliveries owed, one row per event and endpoint, inserted in the
+            -- transaction of the transition they describe and deleted once delivered. seq
+            -- (the rowid) is commit order; a lane (endpoint, ride) is sent in seq order, head
+            -- first, which the lane index finds without reading the bodies.
+            CREATE TABLE webhook_outbox (
+                -- AUTOINCREMENT: a seq is never reused, even after the highest row went dead,
+                -- so a dead row's seq stays its name in webhook_dead.
+                seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+                event_id        TEXT NOT NULL,
+                type            TEXT NOT NULL,
+                ride            TEXT NOT NULL,
+                endpoint        TEXT NOT NULL,
+                created         INTEGER NOT NULL,     -- Unix ms
+                body            BLOB NOT NULL,        -- the exact POST body
+                attempts        INTEGER NOT NULL,
+                next_attempt_at INTEGER NOT NULL,     -- Unix ms
+                last_result     TEXT
+            );
+            CREATE INDEX webhook_outbox_lane ON webhook_outbox (endpoint, ride, seq);
+            -- Deliveries given up on (past the retry window), for ops to list; never sent again.
+            CREATE TABLE webhook_dead (
+                seq         INTEGER PRIMARY KEY,      -- as it was in webhook_outbox
+                event_id    TEXT NOT NULL,
+                type        TEXT NOT NULL,
+                ride        TEXT NOT NULL,
+                endpoint    TEXT NOT NULL,
+                created     INTEGER NOT NULL,
+                body        BLOB NOT NULL,
+                attempts    INTEGER NOT NULL,
+                last_result TEXT,
+                died_at     INTEGER NOT NULL          -- Unix ms
+            );
             """),
     ]
 }

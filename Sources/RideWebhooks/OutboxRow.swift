@@ -1,4 +1,5 @@
 import RideCore
+import RideStore
 
 /// One delivery of one event to one endpoint, as the outbox table holds it. The row is written
 /// in the transaction that commits the transition (so a crash cannot keep the transition and
@@ -22,6 +23,12 @@ public struct OutboxRow: Sendable, Equatable {
     public init(seq: Int64, event: WebhookEvent, endpoint: String) {
         self.init(seq: seq, eventID: event.id, rideID: event.rideID, endpoint: endpoint, created: event.created,
                   body: event.body(), attempts: 0, nextAttemptAt: event.created, lastResult: nil)
+    }
+
+    /// A new row for an event the store wrote with its transition.
+    public init(seq: Int64, event: OutboxEvent) {
+        self.init(seq: seq, eventID: event.eventID, rideID: event.rideID, endpoint: event.endpoint, created: event.created,
+                  body: event.body, attempts: 0, nextAttemptAt: event.created, lastResult: nil)
     }
 
     public init(seq: Int64, eventID: String, rideID: String, endpoint: String, created: UnixMillis, body: [UInt8],

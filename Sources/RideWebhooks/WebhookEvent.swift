@@ -1,5 +1,6 @@
 import COpenSSL
 import RideCore
+import RideStore
 
 /// What happened to a ride, as a webhook's `type`. One event per committed transition,
 /// auto-ends included.
@@ -43,6 +44,15 @@ public struct WebhookEvent: Sendable, Equatable {
         w.raw(ride)
         w.endObject()
         return w.bytes
+    }
+
+    /// What a transition's store write carries (`NewRide.outbox`, `JournalEntry.outbox`): one
+    /// copy of this event per endpoint, each delivered and ordered on its own.
+    public func outboxEvents(endpoints: [String]) -> [OutboxEvent] {
+        let bytes = body()
+        return endpoints.map {
+            OutboxEvent(eventID: id, type: type.rawValue, rideID: rideID, endpoint: $0, created: created, body: bytes)
+        }
     }
 
     /// "evt_" and 24 hex digits from OpenSSL's CSPRNG: unguessable, so a receiver may use it

@@ -1,5 +1,6 @@
 import Foundation
 import RideCore
+import RideStore
 
 /// Where the sender reads pending rows and records what happened: the store's outbox table
 /// (SQLite, PostgreSQL with leases) or `MemoryOutbox`. Called only from the sender's loop thread.
@@ -20,6 +21,16 @@ public protocol WebhookOutbox: AnyObject, Sendable {
     func stats() -> OutboxStats
     /// Dead rows, oldest first, for `GET /v1/webhooks/dead`.
     func dead(limit: Int) -> [OutboxRow]
+    /// Rows an earlier `pending` handed out that this node no longer holds (PostgreSQL: their
+    /// lease expired and another node took them or finished them, or a retry gave the lease up
+    /// until the row is due), each reported once. The sender drops them so only the holder
+    /// sends. Called after each `pending`.
+    func takeLost() -> Set<Int64>
+}
+
+extension WebhookOutbox {
+    /// One node per outbox (memory, SQLite): nothing is ever taken by another.
+    public func takeLost() -> Set<Int64> { [] }
 }
 
 /// The whole outbox's state, as opposed to the heads the sender holds.
@@ -147,8 +158,10 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
                 lastRead = now
                 wake.unlock()
                 let rows = outbox.pending(limit: settings.batch)
+                let lost = outbox.takeLost()
                 let latest = outbox.stats()
                 wake.lock()
+                if !lost.isEmpty { machine.drop(seqs: lost) }
                 machine.load(rows)
                 stats = latest
             }
@@ -214,7 +227,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
 
 /// An outbox in memory: for `ridepush serve --store memory`, the probe and tests. Delivered rows
 /// are removed; dead rows are kept for the dead listing.
-public final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {  // `rows`, `dead`, `nextSeq` only under `lock`
+public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable {  // `rows`, `dead`, `nextSeq` only under `lock`
     private let lock = NSLock()
     private var rows: [OutboxRow] = []
     private var dead: [OutboxRow] = []
@@ -232,6 +245,16 @@ public final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {  // `rows`
             nextSeq += 1
             rows.append(row)
             return row.seq
+        }
+    }
+
+    /// What `MemoryStore` calls for a write it keeps: one row per event, in order.
+    public func append(_ events: [OutboxEvent]) {
+        lock.lock()
+        defer { lock.unlock() }
+        for event in events {
+            rows.append(OutboxRow(seq: nextSeq, event: event))
+            nextSeq += 1
         }
     }
 

@@ -10,7 +10,8 @@ struct ReceiverDidNotStart: Error {}
 
 final class PythonReceiver {
     static let script = #"""
-import hashlib, hmac, json, sys, time
+import hashlib, hmac, json, sys, threading, time
+out = threading.Lock()
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 secret = sys.argv[1].encode()
 class H(BaseHTTPRequestHandler):
@@ -21,9 +22,13 @@ class H(BaseHTTPRequestHandler):
         items = dict(p.split("=", 1) for p in sig.split(",") if "=" in p)
         expected = hmac.new(secret, items.get("t", "").encode() + b"." + body, hashlib.sha256).hexdigest()
         ok = hmac.compare_digest(expected, items.get("v1", ""))
-        print(json.dumps({"path": self.path, "verified": ok, "event": self.headers.get("RidePush-Event-Id"),
-                          "type": self.headers.get("Content-Type"), "host": self.headers.get("Host"),
-                          "body": body.decode()}), flush=True)
+        line = json.dumps({"path": self.path, "verified": ok, "event": self.headers.get("RidePush-Event-Id"),
+                           "type": self.headers.get("Content-Type"), "host": self.headers.get("Host"),
+                           "body": body.decode()}) + "\n"
+        # One write under a lock: print() from concurrent handler threads interleaves lines.
+        with out:
+            sys.stdout.write(line)
+            sys.stdout.flush()
         if self.path == "/hang":
             time.sleep(30)
         status = int(self.path.split("/")[2]) if self.path.startswith("/status/") else (200 if ok else 400)

@@ -1,0 +1,1 @@
+../RideWebhooksTests/Receiver.swift
