@@ -130,6 +130,23 @@ def test_the_receipt_is_in_the_same_language(lang):
         assert lines[1] == ("  %s 500 KRW" % en_label.lower() if lang == "en" else "  %s 500원" % ko_label)
 
 
+def test_a_pause_line_of_nothing_is_left_out_of_the_receipt():
+    # seoul-completed carries a pause line of 0 in its receipt; the CLI, like the page, prints none.
+    with Server("--plans", os.path.join(ROOT, "plans.example.json")) as srv:
+        assert ride("start", "--ride", "r-p0", "--plan", "seoul-completed", "--url", srv.ws).returncode == 0
+        assert ride("pause", "r-p0", "--url", srv.ws).returncode == 0
+        time.sleep(1.2)  # a paused second, so the receipt has its (unbilled) pause line
+        from rp import Client
+        c = Client(srv.ws)
+        got = c.request({"type": "end", "ride": "r-p0"})
+        assert any(l["label"] == "pause" and l["amount"] == 0 for l in got["receipt"]["lines"]), got
+        for lang, word in (("en", "pause"), ("ko", "일시정지 요금")):
+            out = ride("get", "r-p0", "--url", srv.ws, "--lang", lang)
+            assert out.returncode == 0, out.stderr
+            assert "잠금 해제" in out.stdout or "unlock" in out.stdout, out.stdout
+            assert word not in out.stdout.split("\n", 1)[1], out.stdout
+
+
 def test_a_wrong_port_names_the_url():
     url = "ws://127.0.0.1:%d/ws" % free_port()
     t = time.monotonic()

@@ -91,7 +91,9 @@ struct Words: Sendable {
 
     func receipt(_ r: Receipt) -> [String] {
         var out: [String] = []
-        for l in r.lines {
+        // A pause line of nothing says nothing (plans that do not bill pauses still carry one),
+        // so it is left out, as the page leaves it out.
+        for l in r.lines where !(l.label == .pause && l.amount == 0) {
             // The page's receipt words (public/i18n.js, receipt.*), so a rider reading both
             // sees one name per line; English in the CLI's lower case.
             let label = (korean
