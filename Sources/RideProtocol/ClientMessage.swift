@@ -14,6 +14,7 @@ public enum ErrorCode: String, Sendable, Equatable {
     case rateLimited = "rate_limited"
     case planNotFound = "plan_not_found"
     case tooManySubscriptions = "too_many_subscriptions"
+    case tooManyRides = "too_many_rides"
 }
 
 /// An error to send back: the code, a sentence for people, and the request's id if it had one.

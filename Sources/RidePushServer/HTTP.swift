@@ -29,27 +29,50 @@ extension Shard {
         }
     }
 
+    /// `GET /rides/{id}`: the id is checked first (no store lookup, nothing echoed), then the
+    /// token, then the ride from memory or the store; the journal (`?journal=1`, operators) is
+    /// read only once the token is known to allow the ride.
     func rideDocument(_ wsi: OpaquePointer, _ id: String) -> Int32 {
+        guard ClientCodec.isValidRideID(id) else {
+            return respond(wsi, 400, json: errorJSON("bad_request", "a ride id is 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :"))
+        }
         var claims: TokenClaims?
         if hub.authRequired {
-            var token = urlArg(wsi, "token")
-            if token == nil, let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { token = String(h.dropFirst(7)) }
-            guard let token, let c = try? hub.signer?.verify(token, now: hub.clock.now() / 1000) else {
-                return respond(wsi, 401, json: errorJSON("unauthorized", "a valid token is required (?token= or Authorization: Bearer)"))
+            switch httpToken(wsi) {
+            case .success(let c): claims = c
+            case .failure(let refusal): return respond(wsi, 401, json: errorJSON("unauthorized", refusal.message))
             }
-            claims = c
         }
-        // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
-        if urlArg(wsi, "journal") == "1" || claims?.ops == true { return rideDocumentWithJournal(wsi, id, claims) }
+        let journal = urlArg(wsi, "journal") == "1" || claims?.ops == true
         if let live = hub.registry.find(id) {
             let (status, body) = rideResponse(id, claims, live, nil)
+            // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
+            if status == 200, journal { return rideDocumentWithJournal(wsi, id, claims) }
             return respond(wsi, status, json: body)
         }
         // Not in memory: the store worker reads it; this thread serves others meanwhile.
-        nextSerial += 1
-        awaitingRide[wsi] = (nextSerial, id)
-        hub.registry.submit(.lookup(id, from: Requester(shard: index, session: 0), then: .http(token: nextSerial, claims: claims)))
+        let token = awaitingStore.add(wsi, id)
+        hub.registry.submit(.lookup(id, from: Requester(shard: index, session: 0), then: .http(token: token, claims: claims, journal: journal)))
         return 0
+    }
+
+    /// A refused HTTP token, said as the WebSocket says it.
+    struct TokenRefusal: Error {
+        let message: String
+    }
+
+    /// The request's token (`Authorization: Bearer`, else `?token=`), verified on the wall clock.
+    func httpToken(_ wsi: OpaquePointer) -> Result<TokenClaims, TokenRefusal> {
+        var token: String?
+        if let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { token = String(h.dropFirst(7)) }
+        if token == nil { token = urlArg(wsi, "token") }
+        guard let token, let signer = hub.signer else {
+            return .failure(TokenRefusal(message: "a valid token is required (?token= or Authorization: Bearer)"))
+        }
+        do { return .success(try signer.verify(token, now: WallClock.seconds())) } catch {
+            if error.kind == .expired { return .failure(TokenRefusal(message: "token expired; get a new one")) }
+            return .failure(TokenRefusal(message: "token refused: \(error.message)"))
+        }
     }
 
     func rideResponse(_ id: String, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) -> (UInt32, [UInt8]) {
@@ -65,11 +88,16 @@ extension Shard {
     }
 
     /// The store worker answered a `GET /rides/{id}`: respond on HTTP_WRITEABLE, if the
-    /// connection is still there.
-    func rideFound(_ token: UInt64, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) {
-        guard let (wsi, waiting) = awaitingRide.first(where: { $0.value.token == token }) else { return }
-        awaitingRide[wsi] = nil
-        deferredResponses[wsi] = rideResponse(waiting.ride, claims, live, failure)
+    /// connection is still there (or, allowed a journal, have the worker read it now).
+    func rideFound(_ token: UInt64, _ claims: TokenClaims?, journal: Bool, _ live: LiveRide?, _ failure: ProtocolError?) {
+        guard let waiting = awaitingStore.take(token) else { return }
+        let wsi = waiting.handle
+        let response = rideResponse(waiting.what, claims, live, failure)
+        if response.0 == 200, journal {
+            _ = rideDocumentWithJournal(wsi, waiting.what, claims)
+            return
+        }
+        deferredResponses[wsi] = response
         lws_callback_on_writable(wsi)
     }
 

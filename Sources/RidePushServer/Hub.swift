@@ -124,7 +124,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             // The memory store's own lookup is as cheap as the cache, which would hold a second
             // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
             let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
-                                               recentReplies: store is MemoryStore ? 0 : 8192) {
+                                               recentReplies: store is MemoryStore ? 0 : 8192,
+                                               maxOpenRides: config.maxOpenRidesPerRider) {
                 [unowned self] i, events in shards[i].post(events)
             }
             storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in

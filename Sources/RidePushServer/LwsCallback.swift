@@ -22,6 +22,8 @@ extension Shard {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             drainMailbox()
             return 0
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return confirmSubprotocol(wsi)
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             return filterUpgrade(wsi)
         case LWS_CALLBACK_ESTABLISHED:
@@ -38,7 +40,7 @@ extension Shard {
             return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
         case LWS_CALLBACK_WSI_DESTROY:
             httpBodies[wsi] = nil
-            awaitingRide[wsi] = nil
+            awaitingStore.forget(wsi)
             deferredResponses[wsi] = nil
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
@@ -79,8 +81,34 @@ extension Shard {
         if token == nil, let auth = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), auth.hasPrefix("Bearer ") {
             token = String(auth.dropFirst(7))
         }
+        // /echo sends back whatever arrives, so it cannot wait for an `auth` message: with
+        // tokens required it takes a valid one at the upgrade or none at all (then, like /ws,
+        // the token's expiry ends it: ESTABLISHED hands it to the connection's logic).
+        if echo, let signer = hub.signer {
+            var refusal: String?
+            if let token {
+                do { _ = try signer.verify(token, now: WallClock.seconds()) } catch { refusal = "token refused: \(error.message)" }
+            } else {
+                refusal = "a valid token is required (?token= or Authorization: Bearer)"
+            }
+            if let refusal {
+                hub.release(peer)
+                return refuseUpgrade(wsi, 401, "unauthorized", refusal)
+            }
+        }
         pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: echo)
         return 0
+    }
+
+    /// Before lws looks at the offered subprotocols: a client that offers some, none of them
+    /// ride.v1, gets a 400 and the reason, like the other refused upgrades (lws itself would
+    /// hang up without a word). Offering none is fine: the connection speaks ride.v1.
+    func confirmSubprotocol(_ wsi: OpaquePointer) -> Int32 {
+        guard let offered = header(wsi, WSI_TOKEN_PROTOCOL) else { return 0 }
+        let names = offered.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" })
+        if names.isEmpty || names.contains("ride.v1") { return 0 }
+        return refuseUpgrade(wsi, 400, "unsupported_subprotocol",
+                             "this server speaks the WebSocket subprotocol ride.v1; offered: \(offered.prefix(100))")
     }
 
     func established(_ wsi: OpaquePointer) {
@@ -129,10 +157,9 @@ extension Shard {
     func receive(_ s: Session, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) {
         // Once we decided to close (4401, 1008, 4008, 1001), nothing more is read into work.
         guard s.closing == nil else { return }
-        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies || s.conn.inFlight >= Connection.maxInFlight * 4 {
+        if s.outbox.count + Int(s.pendingTicks) >= Outbox.limit || s.conn.inFlight >= Connection.maxInFlight * 4 {
             // It keeps sending but does not read its replies: a slow consumer, not a queue to grow.
-            hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-            return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
+            return slowConsumer(s, "slow consumer: \(Outbox.limit) replies not read")
         }
         if s.rxSince == 0 { s.rxSince = coarseMillis() }
         if s.rx.count + len > s.echo?.limit ?? hub.config.maxFrame {
@@ -158,9 +185,6 @@ extension Shard {
             handleMessage(s, s.rx)
         }
     }
-
-    /// Replies a client may leave unread before it is closed as a slow consumer.
-    static let maxQueuedReplies = 1024
 
     /// Closes with `code` once what is queued is written, and in any case within 5 s, so a
     /// peer that stops reading cannot hold a closing connection (and its queue) open.

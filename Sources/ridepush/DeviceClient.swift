@@ -123,7 +123,7 @@ struct Words: Sendable {
         case .planNotFound: return "오류: 없는 요금제입니다"
         case .unavailable: return "오류: 서버가 지금 기록할 수 없습니다. 잠시 후 다시 시도하세요"
         case .rateLimited: return "오류: 요청이 너무 많습니다. 잠시 후 다시 시도하세요"
-        case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .unauthorized:
+        case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .tooManyRides, .unauthorized:
             return "오류 \(e.code.rawValue)"
         }
     }
