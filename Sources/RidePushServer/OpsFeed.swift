@@ -77,8 +77,9 @@ final class OpsSlot {  // service thread only
 }
 
 final class OpsWatcher {
-    /// Unowned(unsafe): the session leaves the slot when it closes (Shard.dropOpsWatcher).
-    unowned(unsafe) let session: Session
+    /// Unowned: the session leaves the slot when it closes (Shard.dropOpsWatcher); checked, so
+    /// a watcher outliving its session traps instead of reading freed memory.
+    unowned let session: Session
     /// Items up to this number were already in the snapshot it got.
     var since: UInt64 = .max
     /// Its outbox holds the frame marker: the slot's frame is due to it.
