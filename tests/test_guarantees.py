@@ -110,11 +110,16 @@ def raw_subscriber(port, path, subscribe):
     return sock
 
 
-def test_a_subscriber_that_reads_nothing_is_closed_while_state_pushes_flow():
+@pytest.mark.parametrize("pace", [0, 0.1], ids=["flood", "paced"])
+def test_a_subscriber_that_reads_nothing_is_closed_while_state_pushes_flow(pace):
+    """Flooded, the outbox's bound (1,024 frames) closes it within a second or two; paced
+    (about 120 pushes a second, the bound minutes away), the slow-consumer clock does, which
+    pushes must not restart. The old code did neither: every push reset the clock and state
+    pushes were queued without a bound."""
     lag = 2
     rides = ["r-push-%d" % i for i in range(6)]
-    with Server("--control-rate", "100000", "--slow-consumer-lag", str(lag), "--max-open-rides-per-rider", "10",
-                auth="jwt", env=ENV) as s:
+    env = dict(ENV, RIDEPUSH_MAX_OPEN_RIDES_PER_RIDER="10")  # six rides of one rider
+    with Server("--control-rate", "100000", "--slow-consumer-lag", str(lag), auth="jwt", env=env) as s:
         with Client(s.ws + "?token=" + control("pusher")) as c:
             for r in rides:
                 assert c.request({"type": "start", "ride": r})["type"] == "state"
@@ -124,8 +129,7 @@ def test_a_subscriber_that_reads_nothing_is_closed_while_state_pushes_flow():
             t0 = time.monotonic()
             closed_at = None
             toggles = 0
-            # Toggled as fast as the replies come back, for at most 20 s (the old code never
-            # closed it: every push reset the clock, and the queue grew without bound).
+            # Toggled for at most 20 s (the old code never closed it).
             while time.monotonic() - t0 < 20:
                 for r in rides:
                     c.send({"type": "pause", "ride": r, "id": "p%d%s" % (toggles, r)})
@@ -134,12 +138,21 @@ def test_a_subscriber_that_reads_nothing_is_closed_while_state_pushes_flow():
                     c.wait_for(lambda m, r=r: m.get("id") == "r%d%s" % (toggles, r), 5)
                 c.backlog.clear()
                 toggles += 1
-                if toggles % 10 == 0 and metric(s, "ridepush_slow_consumer_disconnects_total") > before:
+                time.sleep(pace)
+                if (pace or toggles % 10 == 0) and metric(s, "ridepush_slow_consumer_disconnects_total") > before:
                     closed_at = time.monotonic() - t0
                     break
             assert closed_at is not None, "not closed in 20 s (%d toggles)" % toggles
-            # Its buffers fill within a few seconds; from then on lag + 2 s at most.
-            assert closed_at < lag + 2 + 4, closed_at
+            print("closed as a slow consumer %.1f s after the pushes began (%d toggles)" % (closed_at, toggles))
+            closing = [ln for ln in s.lines if "with 4008" in ln]
+            assert len(closing) == 1, closing
+            if pace:
+                # Its buffers (a 4 KiB receive buffer, the server's 64 KiB send buffer) fill in
+                # 2-3 s at this rate; from then on lag + 2 s at most, by the clock, not the bound.
+                assert "nothing read for 2s" in closing[0], closing
+                assert closed_at < 3 + lag + 2, closed_at
+            else:
+                assert closed_at < lag + 2, closed_at
             deadline = time.monotonic() + 8
             while s.get("/healthz")[1]["connections"] > 1 and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -50,7 +50,7 @@ def fleet():
     """A server with tokens on and a high control rate (the test starts rides in bulk)."""
     global OPS
     OPS = token("ops", ops=True)
-    s = Server("--control-rate", "100000", "--max-subscriptions", "64",
+    s = Server("--control-rate", "100000", "--max-subscriptions", "64", "--max-open-rides-per-rider", "100000",
                auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
     try:
         yield s

@@ -4,6 +4,7 @@ import Foundation
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import Synchronization
 
 /// Work handed to a service thread from another thread.
@@ -28,8 +29,10 @@ enum ShardEvent: Sendable {
 /// work over through `mailbox` and `lws_cancel_service`.
 final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCount` atomic, `context` set before the threads start; the rest is its service thread's (asserted in callback)
     let index: Int
-    /// The hub outlives its shards (it destroys them); read on every callback, so no refcounting.
-    unowned(unsafe) let hub: Hub
+    /// The hub outlives its shards (it makes and destroys them): unowned, and checked, so a
+    /// use after it is gone traps instead of reading freed memory. The tick's per-subscriber
+    /// loop does not touch it.
+    unowned let hub: Hub
     private(set) var context: OpaquePointer!
     private(set) var vhost: OpaquePointer!
     private let mailbox = Locked<[ShardEvent]>([])
