@@ -1,6 +1,7 @@
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 
 /// What a connection's protocol logic needs from the server, and nothing else: lookups in
 /// memory, the token signer, the clocks. The server passes its hub; unit tests a fake.

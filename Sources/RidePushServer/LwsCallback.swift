@@ -2,6 +2,7 @@ import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 
 extension Shard {
     /// The ride.v1 protocol callback: one switch over what lws tells us.

@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideService
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.

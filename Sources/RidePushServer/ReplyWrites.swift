@@ -1,4 +1,5 @@
 import CLibWebSockets
+import RideService
 
 /// Replies written without a WRITEABLE round trip each, several frames in one send.
 ///

@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideService
 
 /// One WebSocket connection. Owned by the service thread of its shard: only that thread
 /// reads or writes any field, so no lock. The fields are in the order that packs them: the

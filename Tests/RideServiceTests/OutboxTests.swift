@@ -1,5 +1,5 @@
 import XCTest
-@testable import RidePushServer
+@testable import RideService
 
 /// Issue 25 finding 2: one outbox per connection, one bound and one slow-consumer clock for
 /// every kind of frame and the pending ticks; without a socket.
