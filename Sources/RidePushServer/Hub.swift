@@ -69,8 +69,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         // ticker, the rides from the store, the worker; then the C structures lws keeps, then
         // the service threads (which need all of it), and last the mailboxes they are reached by.
         let threads = max(1, config.threads)
-        ops = OpsFeed(threads: threads)
-        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops)
+        let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
+        ops = OpsFeed(threads: threads, pre: pre)
+        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre)
         self.registry = registry
         ticker = Ticker(clock: clock, metrics: metrics, registry: registry)
         var book = RideBook(plans: config.plans)

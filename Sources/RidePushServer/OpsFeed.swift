@@ -28,10 +28,12 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in
     let slots: [OpsSlot]
     /// Hands an item to every service thread (Hub.init: each shard's mailbox).
     var deliver: (OpsItem) -> Void = { _ in }
-    let pre = Int(clws_pre())
+    /// The frames' headroom (LWS_PRE), handed in by the adapter.
+    let pre: Int
 
-    init(threads: Int) {
+    init(threads: Int, pre: Int) {
         slots = (0..<threads).map { _ in OpsSlot() }
+        self.pre = pre
     }
 
     var active: Bool { watching.load(ordering: .relaxed) > 0 }

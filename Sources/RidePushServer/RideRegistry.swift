@@ -37,12 +37,15 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     let ops: OpsFeed?
     let view = Locked(View())
     static let keptEndedRides = 10_000
-    let pre = Int(clws_pre())
+    /// Bytes every encoded frame leaves free in front for the socket layer's header (lws's
+    /// LWS_PRE), handed in by the adapter at start: this side never asks lws.
+    let pre: Int
     /// Where requests go: the store worker (or, in unit tests, a queue run by hand).
     private(set) var jobs: (any StoreJobSink)!
 
-    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil) {
+    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
         self.ops = ops
+        self.pre = pre
         var byID: [String: FarePlan] = [:]
         for p in plans { byID[p.id] = p }
         self.plans = byID

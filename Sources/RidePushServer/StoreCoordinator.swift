@@ -17,7 +17,8 @@ final class StoreCoordinator: GroupCommitClient {
     private let registry: RideRegistry
     private let clock: RideClock
     private let metrics: Metrics
-    private let pre = Int(clws_pre())
+    /// The frames' headroom, as the registry was handed it.
+    private let pre: Int
     /// Hands a thread its events (Shard.post): called under the registry's view lock.
     private let deliver: (Int, [ShardEvent]) -> Void
     private var recent: RecentReplies
@@ -67,6 +68,7 @@ final class StoreCoordinator: GroupCommitClient {
         self.cluster = cluster
         self.book = book
         self.registry = registry
+        pre = registry.pre
         self.clock = clock
         self.metrics = metrics
         self.deliver = deliver
