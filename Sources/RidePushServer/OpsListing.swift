@@ -2,6 +2,7 @@ import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import RideStore
 
 /// `GET /rides?state=riding|paused|ended&limit=N&cursor=C`: every ride, a page at a time,
@@ -12,11 +13,11 @@ extension Shard {
     static let maxPage = 500
 
     func ridesListing(_ wsi: OpaquePointer) -> Int32 {
-        if hub.authRequired {
+        if let signer = hub.signer {
             let claims: TokenClaims
-            switch httpToken(wsi) {
+            switch HTTPToken.verify(requestToken(wsi), signer: signer, wall: WallClock.seconds()) {
             case .success(let c): claims = c
-            case .failure(let refusal): return respond(wsi, 401, json: errorJSON("unauthorized", refusal.message))
+            case .failure(let refusal): return respond(refusal.answer, wsi)
             }
             guard claims.ops else {
                 return respond(wsi, 403, json: errorJSON("forbidden", "listing rides needs an operator (ops) token"))
