@@ -59,7 +59,7 @@ let package = Package(
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
-        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth"]),
+        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore"]),
         .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets", "CEpoll"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
-        .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideCore", "RideProtocol", "RideAuth"]),
+        .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideCore", "RideProtocol", "RideAuth", "RideStore"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),

@@ -2,6 +2,7 @@ import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import RideStore
 
 /// The server's side of the store worker: decides each group of jobs with the ride book, turns
