@@ -53,10 +53,12 @@ extension Shard {
         return 0
     }
 
-    /// The request's token: `Authorization: Bearer`, else `?token=`.
+    /// The request's token, for HTTP and WebSocket upgrades alike: `?token=`, else
+    /// `Authorization: Bearer`.
     func requestToken(_ wsi: OpaquePointer) -> String? {
+        if let t = urlArg(wsi, "token") { return t }
         if let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { return String(h.dropFirst(7)) }
-        return urlArg(wsi, "token")
+        return nil
     }
 
     func rideAnswer(_ id: String, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) -> HTTPAnswer {

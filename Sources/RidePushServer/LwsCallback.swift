@@ -59,57 +59,40 @@ extension Shard {
         return Unmanaged<Session>.fromOpaque(p).takeUnretainedValue()
     }
 
-    /// Before the upgrade: only `/ws`, only allowed origins, a bounded number per address.
-    /// A token (query `token=` or `Authorization: Bearer`) is kept for ESTABLISHED, where a bad
-    /// one can be answered with an `unauthorized` error and close code 4401.
+    /// Before the upgrade (UpgradeRoute decides): only `/ws`, only allowed origins, a bounded
+    /// number per address, and for /echo a valid token. A /ws token (query `token=` or
+    /// `Authorization: Bearer`) is kept for ESTABLISHED, where a bad one can be answered with an
+    /// `unauthorized` error and close code 4401.
     func filterUpgrade(_ wsi: OpaquePointer) -> Int32 {
         // HTTP/1.1 upgrades carry the path as GET; WebSockets over HTTP/2 (RFC 8441, what
         // Chromium uses on an https page) arrive as CONNECT with it in `:path`.
         var path = header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HTTP_COLON_PATH) ?? ""
         if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
-        let echo = path == "/echo" && hub.config.wsEcho != nil
-        guard path == "/ws" || echo else { return refuseUpgrade(wsi, 404, "not_found", "no WebSocket at \(path.prefix(100)); the WebSocket is at /ws") }
-        if !hub.config.allowedOrigins.isEmpty, let origin = header(wsi, WSI_TOKEN_ORIGIN),
-           !hub.config.allowedOrigins.contains(origin) {
-            return refuseUpgrade(wsi, 403, "forbidden_origin", "origin \(origin.prefix(200)) is not allowed (--allow-origin)")
+        let endpoint: UpgradeRoute.Endpoint
+        switch UpgradeRoute.endpoint(path: path, echoEnabled: hub.config.wsEcho != nil, origin: header(wsi, WSI_TOKEN_ORIGIN),
+                                     allowedOrigins: hub.config.allowedOrigins) {
+        case .success(let e): endpoint = e
+        case .failure(let r): return refuseUpgrade(wsi, r)
         }
         let peer = clientAddress(wsi)
         guard hub.admit(peer) else {
             hub.metrics.add(hub.metrics.refusedConnections)
-            return refuseUpgrade(wsi, 429, "too_many_connections", "more than \(hub.config.maxConnectionsPerIP) WebSocket connections from \(peer)")
+            return refuseUpgrade(wsi, UpgradeRoute.tooManyConnections(from: peer, limit: hub.config.maxConnectionsPerIP))
         }
-        var token = urlArg(wsi, "token")
-        if token == nil, let auth = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), auth.hasPrefix("Bearer ") {
-            token = String(auth.dropFirst(7))
+        let token = requestToken(wsi)
+        if let r = UpgradeRoute.tokenRefusal(endpoint, token: token, signer: hub.signer, wall: WallClock.seconds()) {
+            hub.release(peer)
+            return refuseUpgrade(wsi, r)
         }
-        // /echo sends back whatever arrives, so it cannot wait for an `auth` message: with
-        // tokens required it takes a valid one at the upgrade or none at all (then, like /ws,
-        // the token's expiry ends it: ESTABLISHED hands it to the connection's logic).
-        if echo, let signer = hub.signer {
-            var refusal: String?
-            if let token {
-                do { _ = try signer.verify(token, now: WallClock.seconds()) } catch { refusal = "token refused: \(error.message)" }
-            } else {
-                refusal = "a valid token is required (?token= or Authorization: Bearer)"
-            }
-            if let refusal {
-                hub.release(peer)
-                return refuseUpgrade(wsi, 401, "unauthorized", refusal)
-            }
-        }
-        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: echo)
+        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: endpoint == .echo)
         return 0
     }
 
-    /// Before lws looks at the offered subprotocols: a client that offers some, none of them
-    /// ride.v1, gets a 400 and the reason, like the other refused upgrades (lws itself would
-    /// hang up without a word). Offering none is fine: the connection speaks ride.v1.
+    /// Before lws looks at the offered subprotocols (HTTP_CONFIRM_UPGRADE): a client that
+    /// offers some, none of them ride.v1, gets a 400 and the reason like the other refusals.
     func confirmSubprotocol(_ wsi: OpaquePointer) -> Int32 {
-        guard let offered = header(wsi, WSI_TOKEN_PROTOCOL) else { return 0 }
-        let names = offered.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" })
-        if names.isEmpty || names.contains("ride.v1") { return 0 }
-        return refuseUpgrade(wsi, 400, "unsupported_subprotocol",
-                             "this server speaks the WebSocket subprotocol ride.v1; offered: \(offered.prefix(100))")
+        guard let r = UpgradeRoute.subprotocolRefusal(offered: header(wsi, WSI_TOKEN_PROTOCOL)) else { return 0 }
+        return refuseUpgrade(wsi, r)
     }
 
     func established(_ wsi: OpaquePointer) {
