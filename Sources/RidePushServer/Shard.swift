@@ -261,7 +261,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             // nothing taken off for --slow-consumer-lag. Hard: the socket is choked, so the
             // close frame may never get out either.
             if s.outbox.overdue(at: tenth, lag: lag), s.closing == nil {
-                slowConsumer(s, "slow consumer: nothing read for \(hub.config.slowConsumerLag)s")
+                // A fleet marker taken back out can leave the clock running over nothing.
+                if s.hasOutbox || s.pendingTicks > 0 {
+                    slowConsumer(s, "slow consumer: nothing read for \(hub.config.slowConsumerLag)s")
+                } else {
+                    s.outbox.idle()
+                }
             }
             if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
             // An upgrade that never authenticates would hold its per-address place forever.
