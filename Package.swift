@@ -12,6 +12,9 @@ let package = Package(
         .executable(name: "ridepush", targets: ["ridepush"]),
         // The Swift SDK for devices and apps (README: "For app developers").
         .library(name: "RidePushClient", targets: ["RidePushClient"]),
+        // ride.v1's typed messages on their own, for a server or tool that speaks the protocol
+        // without the SDK's connection logic (RidePushClient re-exports it).
+        .library(name: "RideProtocol", targets: ["RideProtocol"]),
     ],
     targets: [
         .systemLibrary(
@@ -38,6 +41,8 @@ let package = Package(
         // <sys/epoll.h> for the bench's client (Glibc's module map leaves it out), and the service
         // threads' poll() answered from epoll (poll_epoll.c).
         .target(name: "CEpoll"),
+        // TLS for the bench's client (`ridepush bench --url wss://…`): libssl behind plain return codes.
+        .target(name: "CBenchTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // The command-line parser every command shares (serve, ride, token, bench); standard library only.
         .target(name: "RideOptions"),
         // Pure ride logic: state machine, fares, clock, message codec. No I/O.
@@ -54,8 +59,11 @@ let package = Package(
         .target(name: "RideStore", dependencies: ["RideCore", "CSQLite", "CLibPQ"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
+        // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
+        // outbox sender's state machine and loop, a deadline-bound HTTP/1.1 POST.
+        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "RideOptions"]),
+        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
@@ -64,17 +72,20 @@ let package = Package(
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
+        // Sends webhooks from a memory outbox for tests/test_webhooks_sender.py (a Python receiver checks them).
+        .executableTarget(name: "ridepush-webhook-probe", dependencies: ["RideWebhooks", "RideCore"]),
         // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
         .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth"]),
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
         .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
-        .testTarget(name: "RideAuthTests", dependencies: ["RideAuth"]),
+        .testTarget(name: "RideAuthTests", dependencies: ["RideAuth", "RideCore", "COpenSSL"]),
         .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideCore", "RideProtocol", "RideAuth", "RideStore"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
+        .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

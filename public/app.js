@@ -175,6 +175,14 @@
         S.cur = null;
         S.notFound = true;
         renderMode();
+      } else if (m.code === 'forbidden') {
+        // Someone else's ride: the notice panel says so in place of the modal (no banner
+        // over an empty page), with a new rental for a rider.
+        S.cur = null;
+        S.forbidden = true;
+        renderMode();
+        renderControls();
+        return;
       } else if (m.code === 'unavailable' || m.code === 'rate_limited') {
         // Passing trouble: ask again in a couple of seconds (jittered).
         setTimeout(() => {
@@ -193,6 +201,7 @@
     if (m.receipt) S.receipt = m.receipt;
     if (m.state !== 'ended') S.receipt = m.receipt || null;
     S.notFound = false;
+    S.forbidden = false;
     applyNumbers(m);
   }
 
@@ -263,10 +272,12 @@
 
   // What to show instead of a ride or the start panel, so the page is never empty:
   // 'token' (this server needs a link with a token), 'dead' (the token was refused),
-  // 'watch' (a watch-only link cannot rent), 'watch-notfound'.
+  // 'watch' (a watch-only link cannot rent), 'watch-notfound', 'forbidden' (another
+  // rider's ride).
   function noticeKind(watching) {
     if (watching) return null;
     if (S.dead) return S.dead.hadToken ? 'dead' : 'token';
+    if (S.forbidden) return 'forbidden';
     if (watchOnly && S.notFound) return 'watch-notfound';
     if (watchOnly && !S.ride) return 'watch';
     return null;
@@ -284,8 +295,11 @@
     np.dataset.kind = notice || '';
     if (notice) {
       $('notice-title').textContent = I.t(S.lang, 'notice.' + notice + '.title');
-      $('notice-text').textContent = I.t(S.lang, 'notice.' + notice + '.text', { ride: S.ride || '' });
+      const textKey = 'notice.' + notice + '.text' + (notice === 'forbidden' && watchOnly ? '.watch' : '');
+      $('notice-text').textContent = I.t(S.lang, textKey, { ride: S.ride || '' });
     }
+    // Another rider's ride: a rider can still rent one of their own from here.
+    $('notice-new').hidden = !(notice === 'forbidden' && !watchOnly);
     // In the ride dialog: the link stopped working, the numbers stay greyed and say so.
     const dead = $('link-dead');
     dead.hidden = !(watching && S.dead);
@@ -399,15 +413,12 @@
     if (!ended || !r) return;
     const body = $('receipt-lines');
     body.textContent = '';
-    for (const ln of r.lines || []) {
+    for (const ln of I.receiptRows(S.lang, r, S.plan)) {
       const tr = document.createElement('tr');
       tr.dataset.label = ln.label;
       const th = document.createElement('th');
       th.scope = 'row';
-      const key = 'receipt.' + ln.label;
-      th.textContent = I.T.ko[key]
-        ? I.t(S.lang, key, { n: I.num(S.lang, ln.minutes || 0), km: I.num(S.lang, ln.km || 0) })
-        : ln.label;
+      th.textContent = ln.text;
       const td = document.createElement('td');
       td.textContent = I.money(S.lang, ln.amount, r.currency);
       td.dataset.minor = String(ln.amount);
@@ -419,20 +430,21 @@
     total.dataset.minor = String(r.fare);
     $('receipt-reason').textContent = r.reason ? I.t(S.lang, 'receipt.reason.' + r.reason) : '';
     // Each part stays on one line; the parts wrap as a whole on a narrow phone.
-    // Times next to money: say which time was billed, so "paused 0 min 12 s" beside a
-    // pause line of 0 won (or no pause line) does not read as a contradiction.
-    const pauseBilled = (r.lines || []).some((ln) => ln.label === 'pause' && ln.amount > 0);
+    // Times next to money: say which time was billed, so "riding 0 min 40 s" beside a riding
+    // line of 0 won, or "paused 0 min 12 s" with no pause line, does not read as a charge.
+    const billed = I.billedTimes(r);
     const times = $('receipt-times');
     times.textContent = '';
     const parts = [
       I.t(S.lang, 'receipt.span', { start: I.clock(S.lang, r.started_at), end: I.clock(S.lang, r.ended_at) }),
-      I.t(S.lang, 'receipt.riding_for', { elapsed: I.duration(S.lang, r.elapsed) }),
+      I.t(S.lang, billed.riding ? 'receipt.riding_for' : 'receipt.riding_free', { elapsed: I.duration(S.lang, r.elapsed) }),
     ];
     if (r.paused) {
-      parts.push(I.t(S.lang, pauseBilled ? 'receipt.paused_billed' : 'receipt.paused_free',
+      parts.push(I.t(S.lang, billed.paused ? 'receipt.paused_billed' : 'receipt.paused_free',
         { paused: I.duration(S.lang, r.paused) }));
     }
-    times.dataset.pauseBilled = pauseBilled ? 'true' : 'false';
+    times.dataset.ridingBilled = billed.riding ? 'true' : 'false';
+    times.dataset.pauseBilled = billed.paused ? 'true' : 'false';
     parts.forEach((txt, i) => {
       if (i) times.append(' · ');
       const sp = document.createElement('span');
@@ -527,6 +539,7 @@
     $('conn-text').textContent = I.t(S.lang, 'conn.' + S.conn);
     $('home-link').href = pageUrl(null);
     $('btn-new').href = pageUrl(null);
+    $('notice-new').href = pageUrl(null);
   }
 
   function renderAll() {

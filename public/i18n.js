@@ -32,7 +32,7 @@
       'status.ended': '반납이 완료되었습니다.',
       'status.reconnecting': '연결이 끊겼습니다. 다시 연결하는 중입니다. 표시된 시간은 마지막으로 받은 값입니다.',
       'status.online': '다시 연결되었습니다.',
-      'rate.base': '기본 {price}',
+      'rate.base': '잠금 해제 {price}',
       'rate.per': '분당 {rate}',
       'rate.perN': '{n}분당 {rate}',
       'rate.once': '{rate}',
@@ -40,10 +40,11 @@
       'warning': '{t} 후 자동으로 반납됩니다.',
       'receipt.title': '영수증',
       'receipt.total': '합계',
-      'receipt.unlock': '기본 요금',
+      'receipt.unlock': '잠금 해제',
       'receipt.riding': '주행 {n}분',
       'receipt.pause': '일시정지 요금 (과금 {n}분)',
       'receipt.riding_for': '이용 {elapsed} (과금)',
+      'receipt.riding_free': '이용 {elapsed} (요금 없음)',
       'receipt.paused_billed': '일시정지 {paused} (과금)',
       'receipt.paused_free': '일시정지 {paused} (요금 없음)',
       'paused.for': '일시정지 {t}째',
@@ -62,6 +63,9 @@
       'notice.watch.text': '이 링크로는 공유받은 라이드를 볼 수만 있고 대여할 수는 없습니다. 대여하려면 본인의 링크(…/?token=…)로 여세요.',
       'notice.watch-notfound.title': '공유받은 라이드를 찾을 수 없습니다',
       'notice.watch-notfound.text': '라이드 {ride}가 서버에 없습니다. 라이더에게 새 공유 링크를 요청하세요. 이 링크로는 대여할 수 없습니다.',
+      'notice.forbidden.title': '다른 라이더의 라이드입니다',
+      'notice.forbidden.text': '라이드 {ride}는 이 링크로 볼 수 없습니다. 보려면 그 라이더에게 공유 링크를 받으세요. 본인의 라이드라면 본인의 링크로 여세요.',
+      'notice.forbidden.text.watch': '라이드 {ride}는 이 공유 링크로 볼 수 없습니다. 보려면 그 라이더에게 이 라이드의 공유 링크를 받으세요.',
       'receipt.cap': '요금 상한 할인',
       'receipt.floor': '할인 한도 조정',
       'receipt.distance': '주행 거리 {km}km',
@@ -127,6 +131,7 @@
       'receipt.riding': 'Riding {n} min',
       'receipt.pause': 'Pause charge ({n} min billed)',
       'receipt.riding_for': 'riding {elapsed} (billed)',
+      'receipt.riding_free': 'riding {elapsed} (not billed)',
       'receipt.paused_billed': 'paused {paused} (billed)',
       'receipt.paused_free': 'paused {paused} (not billed)',
       'paused.for': 'Paused for {t}',
@@ -145,6 +150,9 @@
       'notice.watch.text': 'This link can only watch the ride that was shared; it cannot rent. To rent, open your own link (…/?token=…).',
       'notice.watch-notfound.title': 'The shared ride was not found',
       'notice.watch-notfound.text': 'Ride {ride} is not on the server. Ask the rider for a new share link. This link cannot rent.',
+      'notice.forbidden.title': 'This is another rider\'s ride',
+      'notice.forbidden.text': 'Ride {ride} cannot be watched with this link. To watch it, ask its rider for a share link; if it is yours, open your own link.',
+      'notice.forbidden.text.watch': 'Ride {ride} cannot be watched with this share link. Ask its rider for a share link to this ride.',
       'receipt.cap': 'Fare cap',
       'receipt.floor': 'Discount limited to the fare',
       'receipt.distance': 'Distance {km} km',
@@ -231,5 +239,27 @@
       .format(new Date(ms));
   }
 
-  window.RP_I18N = { T, LOCALE, t, money, num, duration, clock, currencyDigits };
+  // A receipt's lines as both pages show them. A pause line of 0 on a plan that does not bill
+  // pauses is left out: the server lists it whenever the ride was paused, but "pause charge
+  // 0" there only repeats what the times line says ("paused … (not billed)").
+  function receiptRows(lang, receipt, plan) {
+    const billsPause = !!(plan && typeof plan === 'object' && plan.pause_rate);
+    const out = [];
+    for (const ln of receipt.lines || []) {
+      if (ln.label === 'pause' && !ln.amount && !billsPause) continue;
+      const key = 'receipt.' + ln.label;
+      const text = T.ko[key] ? t(lang, key, { n: num(lang, ln.minutes || 0), km: num(lang, ln.km || 0) }) : ln.label;
+      out.push({ label: ln.label, text, amount: ln.amount });
+    }
+    return out;
+  }
+
+  // Which of the receipt's times cost something: riding when a riding line charged more than
+  // 0 (a plan billing completed minutes charges nothing for the first 59 s), paused likewise.
+  function billedTimes(receipt) {
+    const charged = (label) => (receipt.lines || []).some((ln) => ln.label === label && ln.amount > 0);
+    return { riding: charged('riding'), paused: charged('pause') };
+  }
+
+  window.RP_I18N = { T, LOCALE, t, money, num, duration, clock, currencyDigits, receiptRows, billedTimes };
 })();

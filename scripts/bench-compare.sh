@@ -5,15 +5,19 @@
 # repeat, and the spread of those ratios over the repeats; nothing here is a pass/fail test.
 #
 #   scripts/bench-compare.sh [-n CLIENTS] [-d SECONDS] [-p BENCH_PROCS] [-t THREADS] [-k REPEATS]
-#                            [-T CONNECT_TIMEOUT] [-s "reference floor ridepush"] [-x LABEL=BIN]…
+#                            [-T CONNECT_TIMEOUT] [-s "reference floor ridepush ridepush-memory"] [-x LABEL=BIN]…
 #
 # -s picks the servers (in that order each repeat); -x adds another RidePush binary under LABEL
 # (say, an older build, so before and after are measured in one run). RP_ARGS adds serve flags.
+# RidePush runs as `make run` starts it: a SQLite file (fresh, in a temporary folder), JWT auth,
+# one operator control token sent in a first `auth` frame as the page and the SDK send it, the
+# rides started by the bench before the window. `ridepush-memory` is the old extra row:
+# `--store memory --auth none`. A label ending in `-memory` runs that way for -x binaries too.
 # Needs: a release build (make release), gcc + libwebsockets-dev + libssl-dev for the reference
 # and the floor, built out of ../shared/bench into /tmp/ridepush-bench (never copied here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=19000 D=15 P=1 T="" K=1 CT=60 SERVERS="reference floor ridepush"
+N=19000 D=15 P=1 T="" K=1 CT=60 SERVERS="reference floor ridepush ridepush-memory"
 # ../shared/bench from the main checkout, ../../shared/bench from a worktree under wt/.
 SHARED=${SHARED:-$( [ -d ../shared/bench ] && echo ../shared/bench || echo ../../shared/bench )}
 EXTRA=()
@@ -31,25 +35,35 @@ OUT=${OUT:-bench-output}; mkdir -p "$OUT"
 STAMP=$(date -u +%H%M%S)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 binary_of() {  # label -> the RidePush binary it runs ("" for the C servers)
-  case $1 in reference|floor) echo "";; ridepush) echo "$BIN";;
+  case $1 in reference|floor) echo "";; ridepush|ridepush-memory) echo "$BIN";;
     *) for e in "${EXTRA[@]}"; do [ "${e%%=*}" = "$1" ] && { echo "${e#*=}"; return; }; done
        echo "unknown server $1" >&2; exit 2;;
   esac
 }
+SECRET_DIR=$(mktemp -d); trap 'rm -rf "$SECRET_DIR"' EXIT
+head -c 48 /dev/urandom | base64 | tr -d '\n' >"$SECRET_DIR/secret"; chmod 600 "$SECRET_DIR/secret"
+TOKEN=$("$BIN" token --control --ops --ttl 2h --jwt-secret-file "$SECRET_DIR/secret")
 run_one() {  # label repeat -> $OUT/<stamp>-<label>-<repeat>.json
-  local label=$1 k=$2 port pid path=/ bin
+  local label=$1 k=$2 port pid path=/ bin cfg auth=()
   port=$(free_port); bin=$(binary_of "$label")
+  case $label in
+    reference|floor) ;;
+    *-memory) cfg=(--store memory --auth none);;
+    *) rm -f "$SECRET_DIR"/store.db*
+       cfg=(--store "$SECRET_DIR/store.db" --create-store --auth jwt --jwt-secret-file "$SECRET_DIR/secret")
+       auth=(--token "$TOKEN" --auth-frame);;
+  esac
   case $label in
     reference) "$BENCHBIN/ref_lws_server" -p "$port" -t $((D + CT + 60)) >"$OUT/$STAMP-$label-$k.log" 2>&1 & pid=$!;;
     floor) "$BENCHBIN/floor_server" -p "$port" -t $((D + CT + 60)) >"$OUT/$STAMP-$label-$k.log" 2>&1 & pid=$!;;
     *) path=/ws
        # shellcheck disable=SC2086
-       "$bin" serve --port "$port" --store memory --auth none --max-connections-per-ip 1000000 ${T:+--threads $T} \
+       "$bin" serve --port "$port" "${cfg[@]}" --max-connections-per-ip 1000000 ${T:+--threads $T} \
          ${RP_ARGS:-} >"$OUT/$STAMP-$label-$k.log" 2>&1 & pid=$!;;
   esac
   sleep 1
   "$BIN" bench --url "ws://127.0.0.1:$port$path" -n "$N" --duration "$D" --ramp 3000 --procs "$P" \
-    --connect-timeout "$CT" --pid "$pid" --json >"$OUT/$STAMP-$label-$k.json" 2>/dev/null || true
+    --connect-timeout "$CT" --pid "$pid" "${auth[@]}" --json >"$OUT/$STAMP-$label-$k.json" 2>/dev/null || true
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
 }
 echo "# $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores; N=$N window=${D}s bench procs=$P; servers: $SERVERS"

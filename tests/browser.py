@@ -124,3 +124,52 @@ def console_errors(drv):
         return [e for e in drv.get_log("browser") if e.get("level") == "SEVERE"]
     except WebDriverException:
         return []
+
+
+def page_width(drv):
+    """(scrollWidth of the document, innerWidth): equal or less means no sideways scroll."""
+    return drv.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+
+
+def cut(drv, selector):
+    """The elements matching selector whose content is wider than their box (cut off or
+    spilling out), or whose box leaves the viewport on either side, as short descriptions."""
+    return drv.execute_script("""
+        const out = [];
+        for (const el of document.querySelectorAll(arguments[0])) {
+          if (!el.getClientRects().length) continue;          // not rendered
+          const r = el.getBoundingClientRect();
+          const what = (el.id || el.dataset.ride || el.className) + ' ' + JSON.stringify(el.textContent.trim().slice(0, 40));
+          if (el.scrollWidth > el.clientWidth) out.push(what + ': content ' + el.scrollWidth + ' > box ' + el.clientWidth);
+          if (r.left < -0.5 || r.right > window.innerWidth + 0.5) out.push(what + ': box ' + r.left + '..' + r.right + ' outside 0..' + window.innerWidth);
+        }
+        return out;""", selector)
+
+
+def broken_words(drv, el_id):
+    """Places where a line of the element's text ends between two Hangul syllables of one
+    word (작동하지 않습|니다), found from the rendered characters' boxes: a character that
+    starts lower than the one just before it in the same text node begins a new line."""
+    return drv.execute_script("""
+        const el = document.getElementById(arguments[0]);
+        const hangul = (c) => c >= '\\uac00' && c <= '\\ud7a3';
+        const out = [];
+        const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        while (walk.nextNode()) {
+          const node = walk.currentNode;
+          const text = node.data;
+          let prev = null;
+          for (let i = 0; i < text.length; i++) {
+            const range = document.createRange();
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const rects = range.getClientRects();
+            if (!rects.length) { prev = null; continue; }     // collapsed: not adjacent
+            const box = rects[rects.length - 1];
+            if (prev && box.top >= prev.bottom - 1 && hangul(text[i - 1]) && hangul(text[i])) {
+              out.push(text.slice(Math.max(0, i - 6), i) + '|' + text.slice(i, i + 4));
+            }
+            prev = box;
+          }
+        }
+        return out;""", el_id)

@@ -124,6 +124,10 @@ def test_the_receipt_is_in_the_same_language(lang):
         else:
             assert re.fullmatch(r"r-rc 반납 완료 0분 [01]초 · 500원", lines[0]), lines
             assert lines[1:] == ["  잠금 해제 500원", "  주행 0분 0원", "  합계 500원 (반납)"]
+        # The page calls the unlock line the same (public/i18n.js: the Korean table, then the
+        # English; the CLI writes English in lower case).
+        ko_label, en_label = re.findall(r"'receipt\.unlock': '([^']*)'", open(os.path.join(ROOT, "public", "i18n.js"), encoding="utf-8").read())
+        assert lines[1] == ("  %s 500 KRW" % en_label.lower() if lang == "en" else "  %s 500원" % ko_label)
 
 
 def test_a_wrong_port_names_the_url():
@@ -161,3 +165,48 @@ def test_wss_with_a_self_signed_certificate_needs_insecure(certs):
         refused = ride("get", "r-tls", "--url", srv.ws, "--token", control("u1"), "--wait", "3", "--lang", "en")
         assert refused.returncode == 1
         assert refused.stderr.startswith("cannot connect to " + srv.ws + ": "), refused.stderr
+
+
+# ----------------------------------------------------------------------------------------
+# Issue 26 item 5: the server's answer, shown at once
+
+RETRY_EN = re.compile(r"unavailable: (.+); retrying in (\d+) s \((\d)/5\)")
+
+
+def test_an_unavailable_store_is_shown_at_once_retried_and_then_reported_with_the_servers_message(tmp_path):
+    from test_durability import fill, mounted_tmpfs
+    with mounted_tmpfs(tmp_path / "small", "size=2m") as small:
+        path = str(small / "rides.db")
+        with Server(store=path) as srv:
+            assert ride("start", "--ride", "r-u", "--url", srv.ws).returncode == 0
+            filler = fill(str(small))
+            # --wait 4: retries after 1 s and 2 s fit (answers at 1 s and 3 s); the next (4 s)
+            # would come after the deadline, so the command stops at about 3 s with the answer.
+            t = time.monotonic()
+            out = ride("pause", "r-u", "--url", srv.ws, "--wait", "4", "--lang", "en")
+            took = time.monotonic() - t
+            assert out.returncode == 1 and out.stdout == "", out
+            lines = out.stderr.splitlines()
+            assert [RETRY_EN.fullmatch(l).group(2, 3) for l in lines[:2]] == [("1", "1"), ("2", "2")], lines
+            assert path in RETRY_EN.fullmatch(lines[0]).group(1), "the server's own message"
+            assert len(lines) == 3 and lines[2].startswith("error unavailable: ") and path in lines[2], lines
+            assert 2.5 < took < 6, took
+            ko = ride("pause", "r-u", "--url", srv.ws, "--wait", "2", "--lang", "ko")
+            assert ko.returncode == 1
+            assert ko.stderr.splitlines()[0].startswith("서버가 지금 기록할 수 없습니다 (") and "1초 후 다시 시도합니다 (1/5)" in ko.stderr
+            assert ko.stderr.splitlines()[-1].startswith("오류: 서버가 지금 기록할 수 없습니다 ("), ko.stderr
+
+            # Shown at once, then space again: the same request (same id) is applied on a retry.
+            p = Lines([BIN, "ride", "pause", "r-u", "--url", srv.ws, "--lang", "en"])
+            try:
+                t = time.monotonic()
+                p.until_err(lambda l: RETRY_EN.fullmatch(l) is not None, 5)
+                assert time.monotonic() - t < 3, "the first answer is printed at once, not after --wait"
+                assert RETRY_EN.fullmatch(p.err[0][1]).group(3) == "1", p.err
+                os.unlink(filler)
+                _, line = p.next(15)
+                assert re.fullmatch(r"r-u paused \d+m \d+s · [\d,]+ KRW · paused 0m [01]s", line), line
+                assert p.proc.wait(5) == 0
+            finally:
+                p.stop()
+            assert srv.get("/rides/r-u")[1]["state"] == "paused"

@@ -13,14 +13,18 @@ import pytest
 
 from rp import BIN, ROOT, Client, Server
 
-# The plans of FareTests.swift, written as GBFS. "plan2" and "plan3" are the GBFS v3.1-RC3
-# system_pricing_plans examples 1 and 2; the built-in "default" (500 KRW + 180 KRW per
-# completed minute) is added by the server. "krw-paused*" are PauseFareTests' plans.
+# The plans of FareTests.swift, written as GBFS. "default" is the built-in plan written out
+# (500 KRW + 180 KRW per completed minute): a plans file is served as given, so the table's
+# "default" rows need it in the file; being first, it is the default. "plan2" and "plan3" are
+# the GBFS v3.1-RC3 system_pricing_plans examples 1 and 2. "krw-paused*" are PauseFareTests' plans.
 PLANS = {
     "last_updated": "2026-07-01T00:00:00Z",
     "ttl": 0,
     "version": "3.1-RC3",
     "data": {"plans": [
+        {"plan_id": "default", "name": [{"text": "Standard", "language": "en"}], "currency": "KRW",
+         "price": 500, "per_min_pricing": [{"start": 0, "rate": 180, "interval": 1}],
+         "_ridepush_billing": "completed"},
         {"plan_id": "plan2", "name": [{"text": "One-Way", "language": "en"}], "currency": "USD",
          "price": 2.00, "is_taxable": False,
          "description": [{"text": "First half-hour: $2, second half-hour: $3, beyond one hour: $0.10/min",
@@ -276,7 +280,7 @@ def test_plans_document_is_gbfs_and_reparses_to_the_same_prices(fares, tmp_path)
     assert doc["version"] == "3.1-RC3" and doc["ttl"] == 0
     assert isinstance(doc["last_updated"], str) and doc["last_updated"].endswith("Z")
     plans = {p["plan_id"]: p for p in doc["data"]["plans"]}
-    assert list(plans) == ["default"] + [p["plan_id"] for p in PLANS["data"]["plans"]]
+    assert list(plans) == [p["plan_id"] for p in PLANS["data"]["plans"]], "the file's plans, nothing added"
     d = plans["default"]
     assert (d["currency"], d["price"], d["_ridepush_billing"]) == ("KRW", 500, "completed")
     assert d["per_min_pricing"] == [{"start": 0, "rate": 180, "interval": 1}]
@@ -444,3 +448,61 @@ def test_quote_with_absurd_seconds_does_not_crash_the_server(fares):
     assert fares.proc.poll() is None, "server died"
     assert status in (200, 400), body
     assert fares.get("/healthz")[0] == 200
+
+
+# ----------------------------------------------------------------------------------------
+# Issue 26: a plans file is published as given, and a start without a plan uses the file's
+
+PARIS = {
+    "last_updated": "2026-07-01T00:00:00Z", "ttl": 0, "version": "3.1-RC3",
+    "data": {"plans": [
+        {"plan_id": "paris-minute", "name": [{"text": "À la minute", "language": "fr"}], "currency": "EUR",
+         "price": 1.00, "is_taxable": True, "description": [{"text": "1 € + 0,25 €/min", "language": "fr"}],
+         "per_min_pricing": [{"start": 0, "rate": 0.25, "interval": 1}]},
+        {"plan_id": "paris-pass", "name": [{"text": "Pass", "language": "fr"}], "currency": "EUR",
+         "price": 0.00, "is_taxable": True, "description": [{"text": "0,20 €/min", "language": "fr"}],
+         "per_min_pricing": [{"start": 0, "rate": 0.20, "interval": 1}]},
+    ]},
+}
+
+
+@pytest.mark.parametrize("marked", [None, "paris-pass"])
+def test_a_eur_plans_file_is_listed_as_given_and_a_start_without_a_plan_bills_in_eur(tmp_path, marked):
+    doc = json.loads(json.dumps(PARIS))
+    for p in doc["data"]["plans"]:
+        if p["plan_id"] == marked:
+            p["_ridepush_default"] = True
+    path = tmp_path / "system_pricing_plans.json"
+    path.write_text(json.dumps(doc))
+    expected = marked or "paris-minute"
+    with Server("--plans", str(path)) as srv:
+        status, listed, _ = srv.get("/plans")
+        assert status == 200
+        assert [p["plan_id"] for p in listed["data"]["plans"]] == ["paris-minute", "paris-pass"], "no default KRW plan added"
+        assert {p["currency"] for p in listed["data"]["plans"]} == {"EUR"}
+        assert [p.get("_ridepush_default", False) for p in listed["data"]["plans"]] == \
+            [p["plan_id"] == marked for p in doc["data"]["plans"]]
+        with Client(srv.ws) as c:
+            ride = c.request({"type": "start", "ride": "r-paris"})
+            assert ride["type"] == "state", ride
+            assert (ride["currency"], ride["plan"]["id"]) == ("EUR", expected), ride
+            assert ride["fare"] == (100 if expected == "paris-minute" else 0)
+            q = c.request({"type": "quote", "seconds": 120})
+            assert (q["plan"], q["currency"]) == (expected, "EUR"), q
+            assert c.request({"type": "start", "ride": "r-krw", "plan": "default"})["code"] == "plan_not_found"
+            ended = c.request({"type": "end", "ride": "r-paris"})
+            assert ended["receipt"]["currency"] == "EUR", ended
+        line = next(l for l in srv.lines if l.startswith("ridepush: plans from "))
+        assert line.endswith(': paris-minute "À la minute" EUR, paris-pass "Pass" EUR'), line
+
+
+def test_a_plans_file_with_no_plan_or_two_defaults_is_refused_at_start(tmp_path):
+    for plans, says in (([], "data.plans: has no plans; give at least one"),
+                        ([dict(PARIS["data"]["plans"][0], _ridepush_default=True),
+                          dict(PARIS["data"]["plans"][1], _ridepush_default=True)],
+                         'plan "paris-pass": _ridepush_default: only one plan may be the default')):
+        path = tmp_path / "plans.json"
+        path.write_text(json.dumps({"version": "3.1-RC3", "data": {"plans": plans}}))
+        r = subprocess.run([BIN, "serve", "--plans", str(path), "--store", "memory", "--port", "0", "--auth", "none"],
+                           capture_output=True, text=True, timeout=15, cwd=ROOT)
+        assert r.returncode == 2 and says in r.stderr, r.stderr

@@ -254,8 +254,8 @@ def test_startup_lists_the_loaded_plans_and_plans_last_updated_is_when_they_were
             time.sleep(0.05)
         line = [l for l in srv.lines if l.startswith("ridepush: plans from")][0]
         assert line.startswith("ridepush: plans from %s: " % path), line
-        # The built-in default comes first, then the file's plans in file order.
-        assert re.findall(r'(\S+) "[^"]*" [A-Z]{3}', line[len("ridepush: plans from %s: " % path):]) == ["default"] + ids
+        # The file's plans in file order, nothing added.
+        assert re.findall(r'(\S+) "[^"]*" [A-Z]{3}', line[len("ridepush: plans from %s: " % path):]) == ids
         _, first, _ = srv.get("/plans")
         time.sleep(1.2)
         _, second, _ = srv.get("/plans")
@@ -436,3 +436,105 @@ def test_nginx_site_answers_the_acme_challenge_before_redirecting(tmp_path):
 def shutil_which(name):
     import shutil
     return shutil.which(name)
+
+
+# ----------------------------------------------------------------------------------------
+# Issue 26: a generated secret that survives restarts, and the links printed at start
+
+def printed_links(lines):
+    page = next(re.fullmatch(r"ridepush: open (http://127\.0\.0\.1:\d+/)\?token=(\S+)", l) for l in lines
+                if l.startswith("ridepush: open "))
+    device = next(re.fullmatch(r"ridepush: device client: RIDEPUSH_TOKEN=(\S+) (\S+) ride start --url (\S+)", l) for l in lines
+                  if l.startswith("ridepush: device client: "))
+    ops = next(re.fullmatch(r"ridepush: operator console: (http://127\.0\.0\.1:\d+/ops/)\?token=(\S+)", l) for l in lines
+               if l.startswith("ridepush: operator console: "))
+    assert page and device and ops, lines
+    assert device.group(1) == page.group(2), "the device client gets the page's token"
+    return page.group(2), ops.group(2), page.group(1), ops.group(1)
+
+
+def ws_auth(url, token):
+    with Client(url) as c:
+        return c.request({"type": "auth", "id": "a", "token": token})
+
+
+def test_a_restart_in_the_same_folder_keeps_every_printed_link_and_ride_watch_working(tmp_path, monkeypatch):
+    from test_sdk import Lines
+    monkeypatch.delenv("RIDEPUSH_JWT_SECRET", raising=False)
+    store = str(tmp_path / "ridepush.db")
+    secret_file = tmp_path / "ridepush.secret"
+    srv = Server(store=store, auth="jwt").start()
+    watch = None
+    try:
+        token, ops, page, console = printed_links(srv.lines)
+        assert any(l == "ridepush: (no secret configured: made one and kept it in %s; the links above work after "
+                   "a restart, and ridepush token finds it)" % secret_file for l in srv.lines), srv.lines
+        assert oct(os.stat(secret_file).st_mode & 0o777) == "0o600"
+        assert re.fullmatch(r"[0-9a-f]{64}\n", secret_file.read_text())
+        assert get("127.0.0.1", srv.port, "/ops/")[0] == 200 and console == srv.http + "/ops/"
+        env = {"RIDEPUSH_TOKEN": token}
+        start = subprocess.run([BIN, "ride", "start", "--ride", "r-keep", "--url", srv.ws, "--lang", "en"],
+                               capture_output=True, text=True, timeout=20, env={**os.environ, **env})
+        assert start.returncode == 0, start.stderr
+        watch = Lines([BIN, "ride", "watch", "r-keep", "--url", srv.ws, "--lang", "en"], env=env)
+        watch.until(lambda l: l.startswith("r-keep riding"), 5)
+
+        port = srv.port
+        srv.stop()
+        srv = Server(store=store, auth="jwt", port=port).start()
+        assert any("using the one kept in %s" % secret_file in l for l in srv.lines), srv.lines
+        # The links printed before the restart still work: page token and ops token, on
+        # HTTP and on the WebSocket.
+        assert ws_auth(srv.ws, token)["type"] == "authenticated"
+        assert ws_auth(srv.ws, ops)["type"] == "authenticated"
+        assert srv.get("/rides/r-keep?token=" + token)[0] == 200
+        status, listing, _ = srv.get("/rides?token=" + ops)
+        assert status == 200 and "r-keep" in json.dumps(listing), listing
+        # ride watch went on through the restart, with the same token, to later figures.
+        watch.until_err(lambda l: l == "connected to " + srv.ws, 30)
+        watch.until(lambda l: l.startswith("r-keep riding") and int(re.search(r"(\d+)s", l).group(1)) >= 2, 10)
+        assert watch.proc.poll() is None
+        assert not any("signature" in l for _, l in watch.err), watch.err
+        # ridepush token, run in the store's folder, signs for this server; --store from elsewhere too.
+        for args, cwd in (([], str(tmp_path)), (["--store", store], ROOT)):
+            made = subprocess.run([BIN, "token", "--control", "--sub", "u9", *args], capture_output=True, text=True,
+                                  timeout=10, cwd=cwd, env={k: v for k, v in os.environ.items() if k != "RIDEPUSH_STORE"})
+            assert made.returncode == 0, made.stderr
+            assert ws_auth(srv.ws, made.stdout.strip())["type"] == "authenticated"
+    finally:
+        if watch:
+            watch.stop()
+        srv.stop()
+
+
+def test_store_memory_keeps_a_per_process_secret_and_writes_no_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("RIDEPUSH_JWT_SECRET", raising=False)
+    with Server(store="memory", auth="jwt") as a:
+        first, _, _, _ = printed_links(a.lines)
+        assert any("a random one was made for this process" in l for l in a.lines), a.lines
+        port = a.port
+    with Server(store="memory", auth="jwt", port=port) as b:
+        refused = ws_auth(b.ws, first)
+        assert refused["type"] == "error" and refused["code"] == "unauthorized", "a new process, a new secret"
+
+
+def test_bare_ridepush_is_a_usage_error_on_stderr_naming_every_command():
+    out = subprocess.run([BIN], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2 and out.stdout == ""
+    for needed in ("ridepush serve", "ride start", "ride pause|resume|get|share ID", "ride end ID", "ride watch ID",
+                   "ridepush token", "ridepush bench", "--version"):
+        assert needed in out.stderr, (needed, out.stderr)
+    helped = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
+    assert helped.returncode == 0 and "ride pause|resume|get|share ID" in helped.stdout and helped.stderr == ""
+
+
+def test_handshake_timeout_is_described_the_same_in_serve_help_and_docs_security():
+    helped = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"  --handshake-timeout SECONDS\n((?:\s{20,}.*\n)+)", helped)
+    assert m, helped
+    in_help = re.sub(r"\s*\(default 10\)$", "", " ".join(m.group(1).split()))
+    doc = open(os.path.join(ROOT, "docs", "security.md"), encoding="utf-8").read()
+    row = re.search(r"^\| `--handshake-timeout SECONDS` \| 10 \| (.*) \|$", doc, re.M)
+    assert row and row.group(1) == in_help, (row and row.group(1), in_help)
+    for step in ("TLS handshake", "4401", "1008"):
+        assert step in in_help

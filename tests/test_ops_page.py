@@ -3,6 +3,7 @@
 GET /rides, transitions reach it within 2 s, ops actions go through a confirmation, it is
 virtualized (10,000 rides, ~30 rows in the DOM), and its frame time is printed."""
 import json
+import re
 import statistics
 import time
 import urllib.request
@@ -345,6 +346,8 @@ def test_ops_end_and_pause_with_confirmation(fleet, browsers):
         B.by_id(d, "confirm-ok").click()
         c.wait_for(lambda m: m.get("type") == "state" and m.get("state") == "paused", 5)
         B.wait(d, lambda d: B.attr(d, "detail-state", "data-state") == "paused", 3)
+        # Paused a whole second, so the receipt has a pause line (of 0 on this plan).
+        B.wait(d, lambda d: http_json(s, "/rides/" + ride, OPS)["paused"] >= 1, 5, "pause never reached 1 s")
 
         # End as ops, confirmed: receipt in the detail equals the server's.
         B.wait_enabled(d, "op-end").click()
@@ -353,6 +356,13 @@ def test_ops_end_and_pause_with_confirmation(fleet, browsers):
         ended = c.wait_for(lambda m: m.get("type") == "state" and m.get("state") == "ended", 5)
         B.wait(d, lambda d: B.by_id(d, "detail-receipt-box").is_displayed(), 5, "no receipt in the detail")
         assert int(B.attr(d, "detail-total", "data-minor")) == ended["receipt"]["fare"]
+        # The server's lines, less a pause line of 0 (the default plan bills no pause).
+        lines = [(l["label"], l["amount"]) for l in ended["receipt"]["lines"]]
+        shown = [(tr.get_attribute("data-label"), tr.text.replace("\n", " "))
+                 for tr in d.find_elements(By.CSS_SELECTOR, "#detail-receipt tr")]
+        assert ("pause", 0) in lines, lines
+        assert [l for l, _ in shown] == [l for l, a in lines if (l, a) != ("pause", 0)], (shown, lines)
+        assert shown[0] == ("unlock", "잠금 해제 500원"), shown
         B.wait(d, lambda d: [li.get_attribute("data-event") for li in
                              d.find_elements(By.CSS_SELECTOR, "#detail-journal li")][-1:] == ["end"], 5)
         assert B.text(d, "detail-status") == "종료했습니다."
@@ -457,6 +467,267 @@ def test_ops_page_frame_time_10000_rides(fleet, browsers):
             assert where["top"] in ids[k - 1:k + 2], (where, k)
             B.screenshot(d, "ops-%s-10000-rides" % tag)
             d.quit()   # one page at a time: the next measurement gets the CPU alone
+    finally:
+        for c in cs:
+            c.close()
+
+
+# ---- issue 26: the console from 360 px up, counts after a restart, the token panel ----------
+
+def small_fleet(s):
+    """40 rides of two riders with a 15-minute limit: 6 paused, 8 ended, one near its limit."""
+    a, b = rider(s, "rider-ann"), rider(s, "rider-bo")
+    rides = start_rides(a, 20, "a", limit=900) + start_rides(b, 19, "b", limit=900)
+    rides += start_rides(b, 1, "near", limit=200)
+    owner = {r: (a if i < 20 else b) for i, r in enumerate(rides)}
+    for r in rides[:6]:
+        control(owner[r], "pause", [r], "p-" + r)
+    for r in rides[6:14]:
+        control(owner[r], "end", [r], "e-" + r)
+    return [a, b], rides
+
+
+def geometry(d):
+    """What a narrow screen gets wrong, measured: the bar's title against the connection,
+    the rows' display and their id cells, the chart's drawn size."""
+    return d.execute_script("""
+        const box = (el) => el.getBoundingClientRect();
+        const brand = box(document.querySelector('.brand'));
+        const right = box(document.querySelector('.bar-right'));
+        const overlap = Math.max(0, Math.min(brand.right, right.right) - Math.max(brand.left, right.left)) *
+                        Math.max(0, Math.min(brand.bottom, right.bottom) - Math.max(brand.top, right.top));
+        const rows = [...document.querySelectorAll('#grid-body tr.row:not([hidden])')];
+        const ids = rows.map((tr) => { const td = tr.children[0];
+          return {ride: tr.dataset.ride, text: td.textContent, scroll: td.scrollWidth, client: td.clientWidth,
+                  right: box(td).right}; });
+        const cv = document.getElementById('chart');
+        const g = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+        let inked = 0;
+        for (let i = 3; i < g.length; i += 4) if (g[i]) inked++;
+        const heads = [...document.querySelectorAll('#grid-head th')].map((th) => Math.round(box(th).top));
+        return {overlap, brandRight: brand.right, connLeft: right.left, brandBottom: brand.bottom, connTop: right.top,
+                rowDisplay: rows.length ? getComputedStyle(rows[0]).display : null, rows: rows.length, ids,
+                rowWidth: rows.length ? box(rows[0]).width : 0,
+                chart: {w: cv.clientWidth, h: cv.clientHeight, shown: cv.getClientRects().length > 0, inked},
+                headTops: heads};""")
+
+
+@pytest.mark.parametrize("lang", ["ko-KR", "en-US"])
+def test_ops_console_at_360px_wraps_and_lists(fleet, browsers, lang):
+    """Issue 26 item 4, measured in the page: at 360 px nothing scrolls sideways, the count
+    cards wrap and none is cut, the title and "Live" do not touch, the table is a list whose
+    ids are whole, and the chart is drawn smaller, not removed; a row's detail fits too."""
+    s = fleet
+    cs, rides = small_fleet(s)
+    tag = lang[:2]
+    try:
+        d = open_ops(browsers(B.PHONE, lang), s)
+        B.wait(d, lambda d: counts(d) == {"riding": 26, "paused": 6, "ended": 8}, 5, "counts: %r" % counts(d))
+        B.wait(d, lambda d: d.execute_script("return window.RP_OPS.rows()") == 40, 5)
+        B.wait(d, lambda d: d.execute_script("return window.RP_OPS.history()") >= 2, 5, "no chart points")
+        width, inner = B.page_width(d)
+        assert inner == 360 and width <= inner, (width, inner)
+        assert B.cut(d, ".count, .count-n, .count-l") == []
+        # The cards wrap: five of them on two lines, not one cut-off line.
+        tops = d.execute_script("return [...document.querySelectorAll('.count')].map((c) => Math.round(c.getBoundingClientRect().top))")
+        assert len(set(tops)) == 2, tops
+        # A fleet of 100,000 still fits its cards (the figure is sized to the card).
+        big = d.execute_script("""
+            const els = [...document.querySelectorAll('.count-n')];
+            const old = els.map((e) => e.textContent);
+            els.forEach((e) => { e.textContent = '100,000'; });
+            const bad = els.filter((e) => e.scrollWidth > e.clientWidth || e.parentNode.scrollWidth > e.parentNode.clientWidth).map((e) => e.id);
+            els.forEach((e, i) => { e.textContent = old[i]; });
+            return bad;""")
+        assert big == [], big
+        g = geometry(d)
+        assert g["overlap"] == 0, g
+        assert g["brandRight"] <= g["connLeft"] or g["brandBottom"] <= g["connTop"], g
+        # A list: each row a card as wide as the list, its id whole (not "r-5p2…").
+        assert g["rowDisplay"] == "flex" and g["rows"] >= 5, g
+        for c in g["ids"]:
+            assert c["text"] == c["ride"] and c["scroll"] <= c["client"] and c["right"] <= 360, c
+        assert 300 <= g["rowWidth"] <= 360, g
+        assert B.cut(d, "#grid-body tr.row:not([hidden]) td") == []
+        # The chart: there, smaller than on a desk, and drawn on.
+        assert g["chart"]["shown"] and 250 <= g["chart"]["w"] <= 340 and g["chart"]["h"] >= 120, g["chart"]
+        assert g["chart"]["inked"] > 500, g["chart"]
+        # Each figure says what it is; a returned ride shows no time left.
+        ended = rides[6]
+        B.by_id(d, "search").send_keys(ended)
+        B.wait(d, lambda d: view(d) == [ended], 3)
+        row = d.find_element(By.CSS_SELECTOR, '#grid-body tr[data-ride="%s"]' % ended)
+        cells = row.find_elements(By.TAG_NAME, "td")
+        assert cells[6].get_attribute("textContent") == "–", cells[6].get_attribute("textContent")
+        assert cells[6].get_attribute("data-label") == ("남은 시간" if tag == "ko" else "Time left")
+        B.by_id(d, "search").send_keys(Keys.CONTROL, "a")
+        B.by_id(d, "search").send_keys(Keys.DELETE)
+        B.wait(d, lambda d: len(view(d)) == 40, 3)
+        B.screenshot(d, "ops-360-%s-list" % tag)
+
+        # A paused ride's detail: below the list, scrolled to, and no wider than the screen.
+        paused = rides[0]
+        B.by_id(d, "search").send_keys(paused)
+        B.wait(d, lambda d: view(d) == [paused], 3)
+        d.find_element(By.CSS_SELECTOR, '#grid-body tr[data-ride="%s"]' % paused).click()
+        B.wait(d, lambda d: [li.get_attribute("data-event") for li in
+                             d.find_elements(By.CSS_SELECTOR, "#detail-journal li")] == ["start", "pause"], 5)
+        top = d.execute_script("return document.getElementById('detail').getBoundingClientRect().top")
+        assert 0 <= top < 780, top
+        width, inner = B.page_width(d)
+        assert width <= inner == 360, (width, inner)
+        assert B.cut(d, "#detail, #detail-facts dd, #detail-actions .btn") == []
+        B.screenshot(d, "ops-360-%s-detail" % tag)
+        no_page_errors(d)
+    finally:
+        for c in cs:
+            c.close()
+
+
+def test_ops_console_at_1280px_keeps_the_table(fleet, browsers):
+    s = fleet
+    cs, rides = small_fleet(s)
+    try:
+        d = open_ops(browsers(B.DESKTOP), s)
+        B.wait(d, lambda d: counts(d) == {"riding": 26, "paused": 6, "ended": 8}, 5)
+        B.wait(d, lambda d: d.execute_script("return window.RP_OPS.history()") >= 2, 5, "no chart points")
+        width, inner = B.page_width(d)
+        assert inner == 1280 and width <= inner, (width, inner)
+        g = geometry(d)
+        # A table: eight column heads on one line, rows as table rows, no page scroll.
+        assert g["rowDisplay"] == "table-row", g
+        assert len(g["headTops"]) == 8 and len(set(g["headTops"])) == 1, g["headTops"]
+        assert g["chart"]["w"] >= 500 and g["chart"]["inked"] > 500, g["chart"]
+        assert d.execute_script("return document.documentElement.scrollHeight") <= 900
+        assert B.cut(d, ".count, .count-n, .count-l") == []
+        # The counts beside the chart, on the same band.
+        band = d.execute_script("""return [document.querySelector('.counts').getBoundingClientRect().top,
+                                           document.querySelector('.chart-card').getBoundingClientRect().top]""")
+        assert abs(band[0] - band[1]) < 1, band
+        for c in g["ids"]:
+            assert c["text"] == c["ride"] and c["scroll"] <= c["client"], c
+        B.screenshot(d, "ops-1280-table")
+        # With a detail open the table narrows; ids stay whole, nothing scrolls sideways.
+        d.find_element(By.CSS_SELECTOR, '#grid-body tr[data-ride="%s"]' % rides[0]).click()
+        B.wait(d, lambda d: B.by_id(d, "detail").is_displayed(), 3)
+        assert B.page_width(d)[0] <= 1280
+        assert B.cut(d, "#grid-body tr.row:not([hidden]) td:first-child, .legend, .chart-card, #detail") == []
+        no_page_errors(d)
+    finally:
+        for c in cs:
+            c.close()
+
+
+def test_ops_counts_match_listing_after_restart(tmp_path, browsers):
+    """Issue 26 item 7: after a restart on the same SQLite file, the console's counts equal
+    GET /rides for each state (the server keeps no ended ride in memory across a restart, so
+    the "returned" card counts the listing), and returned rides show no time left."""
+    global OPS
+    OPS = token("ops", ops=True)
+    store = str(tmp_path / "rides.db")
+    env = {"RIDEPUSH_JWT_SECRET": SECRET}
+    s1 = Server("--control-rate", "100000", store=store, auth="jwt", env=env).start()
+    d = browsers(B.DESKTOP)
+    try:
+        cs, rides = small_fleet(s1)
+        for c in cs:
+            c.close()
+        open_ops(d, s1)
+        want = {k: len(listing(s1, k)) for k in ("riding", "paused", "ended")}
+        assert want == {"riding": 26, "paused": 6, "ended": 8}, want
+        B.wait(d, lambda d: counts(d) == want, 5, "before the restart: %r != %r" % (counts(d), want))
+        port = s1.port
+    finally:
+        s1.stop()
+    B.wait_conn(d, "reconnecting", 5)
+    s2 = Server("--control-rate", "100000", store=store, auth="jwt", env=env, port=port).start()
+    try:
+        B.wait_conn(d, "online", 15)
+        got = {k: len(listing(s2, k)) for k in ("riding", "paused", "ended")}
+        assert got == want, (got, want)
+        B.wait(d, lambda d: counts(d) == got, 5, "after the restart: %r != GET /rides %r" % (counts(d), got))
+        # A fresh console on the restarted server counts the same.
+        fresh = open_ops(browsers(B.DESKTOP), s2)
+        B.wait(fresh, lambda d: counts(d) == got, 5, "fresh console: %r != %r" % (counts(fresh), got))
+        assert B.text(fresh, "count-ended") == "8"
+        # Two more returns after the restart: both consoles follow, still equal to the listing.
+        b = rider(s2, "rider-bo")
+        try:
+            control(b, "end", rides[20:22], "late")
+        finally:
+            b.close()
+        got = {k: len(listing(s2, k)) for k in ("riding", "paused", "ended")}
+        assert got == {"riding": 24, "paused": 6, "ended": 10}, got
+        for drv in (d, fresh):
+            B.wait(drv, lambda x: counts(x) == got, 3, "after two more ends: %r != %r" % (counts(drv), got))
+        # Returned rides show no time left; riding ones do (their 15-minute limit).
+        set_filter(fresh, "ended")
+        B.wait(fresh, lambda x: sorted(view(x)) == sorted(listing(s2, "ended")), 3)
+        left = fresh.execute_script("""return [...document.querySelectorAll('#grid-body tr.row:not([hidden])')]
+                                         .map((tr) => tr.children[6].textContent)""")
+        assert len(left) == 10 and set(left) == {"–"}, left
+        set_filter(fresh, "riding")
+        B.wait(fresh, lambda x: len(view(x)) == 24, 3)
+        left = fresh.execute_script("""return [...document.querySelectorAll('#grid-body tr.row:not([hidden])')]
+                                         .map((tr) => tr.children[6].textContent)""")
+        assert left and all(re.match(r"^\d+:\d\d$", t) for t in left), left
+        set_filter(fresh, "")
+        B.screenshot(fresh, "ops-1280-after-restart")
+        no_page_errors(fresh)
+        no_page_errors(d, allow=("ERR_CONNECTION_REFUSED",))
+    finally:
+        s2.stop()
+
+
+def test_ops_token_panel_shows_code_and_keeps_korean_words_whole(fleet, browsers):
+    """Issue 26 item 7: the no-token panel shows the command as <code>, never backticks; at
+    360 px no Korean word of the panels breaks mid-word (word-break: keep-all), which the same
+    text with the browser's default breaking does."""
+    s = fleet
+    d = browsers(B.PHONE)
+    d.get(s.http + "/ops/")
+    B.wait(d, lambda d: B.by_id(d, "token-panel").is_displayed(), 5, "no token panel")
+    assert B.attr(d, "token-panel", "data-kind") == "none"
+    raw = d.execute_script("return document.getElementById('token-text').textContent")
+    assert "`" not in raw, raw
+    codes = [c.text for c in B.by_id(d, "token-text").find_elements(By.TAG_NAME, "code")]
+    assert codes == ["ridepush token --ops --control", "/ops/?token=…"], codes
+    width, inner = B.page_width(d)
+    assert width <= inner == 360, (width, inner)
+    assert B.cut(d, "#token-panel, #token-input, #token-form button") == []
+    for el in ("token-title", "token-text"):
+        assert B.broken_words(d, el) == [], (el, B.broken_words(d, el))
+    B.screenshot(d, "ops-360-no-token")
+    # A refused token: the longer Korean text, still whole words.
+    d.get(s.http + "/ops/?token=" + hs256({"sub": "ops", "ops": True, "scope": "control",
+                                          "exp": int(time.time()) + 600}, secret="y" * 40))
+    B.wait(d, lambda d: B.attr(d, "token-panel", "data-kind") == "dead", 10, "forged token not refused")
+    for el in ("token-title", "token-text"):
+        assert B.broken_words(d, el) == [], (el, B.broken_words(d, el))
+    B.screenshot(d, "ops-360-token-dead")
+    # The check itself: the same text with the default breaking does split a word here.
+    d.execute_script("document.getElementById('token-text').style.wordBreak = 'normal'")
+    assert B.broken_words(d, "token-text"), "the test cannot see a mid-word break"
+    # Refused requests (GET /rides without a valid token) are the expected 401s.
+    no_page_errors(d, allow=("401",))
+
+
+def test_ops_console_fits_widths_between(fleet, browsers):
+    """Between a phone and a desk (320 to 1024 px): never a sideways scroll, a cut card, a
+    legend spilling out of the chart or an ellipsised ride id."""
+    s = fleet
+    cs, rides = small_fleet(s)
+    try:
+        for w in (320, 412, 641, 768, 901, 960, 1024):
+            d = open_ops(browsers((w, 800)), s)
+            B.wait(d, lambda d: counts(d) == {"riding": 26, "paused": 6, "ended": 8}, 5)
+            B.wait(d, lambda d: d.execute_script("return window.RP_OPS.domRows()") >= 5, 5)
+            width, inner = B.page_width(d)
+            assert width <= inner == w, (w, width, inner)
+            assert B.cut(d, ".count, .count-n, .bar > *, .legend, .chart-card, "
+                            "#grid-body tr.row:not([hidden]) td:first-child") == [], w
+            assert geometry(d)["overlap"] == 0, w
+            d.quit()
     finally:
         for c in cs:
             c.close()

@@ -58,8 +58,9 @@ def test_the_command_line_beats_the_environment():
                  "--allow-origin ORIGIN", "-h, --help"]),
     (["ride"], ["--url ws://HOST:PORT/ws", "--token TOKEN", "--token-file PATH", "--ride ID", "--plan PLAN",
                 "--limit SECONDS", "--distance METRES", "--lang ko|en", "--wait SECONDS", "--insecure", "-h, --help"]),
-    (["token"], ["--watch", "--control", "--ride ID", "--sub RIDER", "--ops", "--ttl DURATION", "--jwt-secret-file FILE",
-                 "-h, --help"]),
+    (["token"], ["--watch", "--control", "--ride ID", "--sub RIDER", "--ops", "--ttl DURATION", "--jwt-secret-file FILE", "--store PATH",
+                 "--verify TOKEN", "--jwks-file, --jwks FILE", "--jwt-public-key FILE", "--jwt-issuer ISS",
+                 "--jwt-audience AUD", "--jwt-claim-namespace PREFIX", "-h, --help"]),
     (["bench", "--transitions"], ["--transitions", "--url URL", "-n, --connections, --clients N", "--depth K",
                                   "-d, --duration S", "--disk DIR", "--one-ride N", "--token T", "--json", "-h, --help"]),
 ])

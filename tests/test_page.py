@@ -140,7 +140,7 @@ def test_rent_pause_resume_return(server, browsers):
     assert B.text(d, "state-badge") == "이용 중"
     assert B.text(d, "fare") == "500원"
     rate = B.text(d, "rate-line")
-    assert "기본 500원" in rate and "분당 180원" in rate, rate
+    assert "잠금 해제 500원" in rate and "분당 180원" in rate, rate
     dialog = B.by_id(d, "ride-dialog")
     assert dialog.get_attribute("role") == "dialog"
     assert B.text(d, dialog.get_attribute("aria-labelledby")) == "킥보드 이용"
@@ -179,7 +179,8 @@ def test_rent_pause_resume_return(server, browsers):
     assert not B.by_id(d, "controls").is_displayed()
     rows = d.find_elements(By.CSS_SELECTOR, "#receipt-lines tr")
     assert rows and rows[0].get_attribute("data-label") == "unlock"
-    assert rows[0].text.replace("\n", " ") == "기본 요금 500원"
+    # Named as the CLI names it (ridepush ride: "잠금 해제").
+    assert rows[0].text.replace("\n", " ") == "잠금 해제 500원"
     assert B.text(d, "receipt-total") == "500원"
     assert "직접 반납" in B.text(d, "receipt-reason")
     B.screenshot(d, "rent-1280-receipt")
@@ -644,6 +645,9 @@ def test_restart_with_new_secret_is_never_shown_live(tmp_path, browsers):
         time.sleep(2.2)
         assert B.seconds(d) == shown
         wait_figures_grey(d, 1)
+        # Issue 26: at 360 px the Korean words of the notice stay whole (keep-all).
+        for el in ("dead-title", "dead-text"):
+            assert B.broken_words(d, el) == [], (el, B.broken_words(d, el))
         B.screenshot(d, "restart-360-link-dead")
         # English says the same.
         click(d, "lang-toggle")
@@ -710,14 +714,18 @@ def test_paused_for_and_billed_labels_and_no_share_after_end(server, browsers):
     B.wait(d, lambda d: B.by_id(d, "receipt").is_displayed(), 5, "no receipt")
     assert not B.by_id(d, "btn-share").is_displayed(), "share button after the end"
     times = B.text(d, "receipt-times")
+    # The default plan bills completed minutes and no pause: a ride of seconds was billed
+    # only its unlock, so neither time says "(과금)", and no "일시정지 요금 0원" line.
     assert B.attr(d, "receipt-times", "data-pause-billed") == "false"
-    assert "(과금)" in times and "(요금 없음)" in times, times
-    paused_part = [p for p in times.split(" · ") if p.startswith("일시정지")]
+    assert B.attr(d, "receipt-times", "data-riding-billed") == "false"
+    assert "(과금)" not in times, times
+    parts = times.split(" · ")
+    assert [p for p in parts if p.startswith("이용")][0].endswith("(요금 없음)"), times
+    paused_part = [p for p in parts if p.startswith("일시정지")]
     assert len(paused_part) == 1 and paused_part[0].endswith("(요금 없음)"), times
-    # The default plan does not bill a pause: its receipt line says so in its label.
     rows = {r.get_attribute("data-label"): r.text.replace("\n", " ")
             for r in d.find_elements(By.CSS_SELECTOR, "#receipt-lines tr")}
-    assert rows.get("pause") == "일시정지 요금 (과금 0분) 0원", rows
+    assert rows == {"unlock": "잠금 해제 500원", "riding": "주행 0분 0원"}, rows
     B.screenshot(d, "paused-1280-receipt-labels")
     no_page_errors(d)
 
@@ -760,3 +768,153 @@ def test_page_links_with_tokens_never_reach_nginx_logs(tmp_path):
     finally:
         ng.stop()
         srv.stop()
+
+
+# ---- issue 26: another rider's ride, receipts per plan, Korean line breaks ---------------
+
+@pytest.mark.parametrize("size,tag", [(B.PHONE, "360"), (B.DESKTOP, "1280")])
+def test_another_riders_ride_is_a_notice_not_a_banner(browsers, size, tag):
+    """A link to someone else's ride (forbidden) shows, in place of the ride modal, a notice
+    saying whose it is not and what to do, with a new rental for a rider, the way an unknown
+    ride shows the start panel; no error banner over an empty page. A share link for
+    another ride says so without offering a rental."""
+    s = Server(auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
+    try:
+        now = int(time.time())
+        ann = hs256({"sub": "rider-ann", "scope": "control", "exp": now + 3600, "iat": now})
+        bo = hs256({"sub": "rider-bo", "scope": "control", "exp": now + 3600, "iat": now})
+        with Client(s.ws + "?token=" + ann) as c:
+            theirs = c.request({"type": "start"})["ride"]
+            other = c.request({"type": "start"})["ride"]
+        d = browsers(size)
+        d.get("%s/?ride=%s&token=%s" % (s.http, theirs, bo))
+        B.wait(d, lambda d: B.attr(d, "notice-panel", "data-kind") == "forbidden", 10, "no forbidden notice")
+        assert B.by_id(d, "notice-panel").is_displayed()
+        assert not B.by_id(d, "ride-dialog").is_displayed()
+        assert not B.by_id(d, "error").is_displayed(), B.text(d, "error")
+        assert B.text(d, "notice-title") == "다른 라이더의 라이드입니다"
+        text = B.text(d, "notice-text")
+        assert theirs in text and "공유 링크" in text, text
+        assert d.execute_script("return document.body.dataset.mode") == "notice"
+        assert B.attr(d, "notice-new", "href") == s.http + "/"
+        width, inner = B.page_width(d)
+        assert width <= inner == size[0], (width, inner)
+        if tag == "360":
+            for el in ("notice-title", "notice-text"):
+                assert B.broken_words(d, el) == [], (el, B.broken_words(d, el))
+        B.screenshot(d, "forbidden-%s-notice" % tag)
+        # English says the same.
+        click(d, "lang-toggle")
+        B.wait(d, lambda d: B.text(d, "notice-title") == "This is another rider's ride", 3)
+        click(d, "lang-toggle")
+        # The rental it offers works: the start panel, then a ride of this rider's own.
+        B.wait_enabled(d, "notice-new").click()
+        B.wait_enabled(d, "btn-start", 5)
+        assert not B.by_id(d, "notice-panel").is_displayed()
+        click(d, "btn-start")
+        B.wait_state(d, "riding")
+        assert B.text(d, "ride-id") not in (theirs, other)
+        no_page_errors(d)
+
+        # A share link (watch token) for one ride, opened on another: no rental offered.
+        watch = hs256({"sub": "share:" + other, "scope": "watch", "rides": [other], "exp": now + 3600, "iat": now})
+        w = browsers(size)
+        w.get("%s/?ride=%s&token=%s" % (s.http, theirs, watch))
+        B.wait(w, lambda d: B.attr(d, "notice-panel", "data-kind") == "forbidden", 10, "watcher: no forbidden notice")
+        assert "이 공유 링크로 볼 수 없습니다" in B.text(w, "notice-text")
+        assert not B.by_id(w, "notice-new").is_displayed()
+        assert not B.by_id(w, "start-panel").is_displayed() and not B.by_id(w, "error").is_displayed()
+        B.screenshot(w, "forbidden-%s-watcher" % tag)
+        no_page_errors(w)
+    finally:
+        s.stop()
+
+
+PLANS = os.path.join(os.path.dirname(__file__), "..", "plans.example.json")
+
+
+def ride_on_plan(server, drv, plan):
+    """Start a ride on `plan` (the page's start button takes the default plan), watch it in
+    the page, ride at least a second, pause at least a second, return: the receipt."""
+    with Client(server.ws) as c:
+        ride = c.request({"type": "start", "plan": plan})["ride"]
+    drv.get(server.http + "/?ride=" + ride)
+    B.wait_state(drv, "riding")
+    B.wait(drv, lambda d: B.seconds(d) >= 1, 5, "no riding second")
+    click(drv, "btn-pause")
+    B.wait_state(drv, "paused")
+    wait_paused_grows(drv, 1)
+    click(drv, "btn-end")
+    B.wait_state(drv, "ended")
+    B.wait(drv, lambda d: B.by_id(d, "receipt").is_displayed(), 5, "no receipt")
+    with Client(server.ws) as c:
+        receipt = c.request({"type": "get", "ride": ride})["receipt"]
+    shown = [(r.get_attribute("data-label"), r.text.replace("\n", " "))
+             for r in drv.find_elements(By.CSS_SELECTOR, "#receipt-lines tr")]
+    return receipt, shown, B.text(drv, "receipt-times").split(" · ")
+
+
+def test_receipt_lines_and_billed_times_per_plan(browsers):
+    """Issue 26 item 7: a plan billing started minutes and pauses (seoul-day) shows its pause
+    line and "(과금)" beside both times; a plan billing completed minutes and no pause
+    (seoul-completed) omits the server's "pause 0" line and says neither time was billed."""
+    s = Server("--plans", PLANS).start()
+    try:
+        d = browsers(B.PHONE)
+        receipt, shown, times = ride_on_plan(s, d, "seoul-day")
+        assert [(l["label"], l["amount"]) for l in receipt["lines"]] == [("unlock", 500), ("riding", 150), ("pause", 50)], receipt
+        assert shown == [("unlock", "잠금 해제 500원"), ("riding", "주행 1분 150원"), ("pause", "일시정지 요금 (과금 1분) 50원")], shown
+        assert B.text(d, "receipt-total") == "700원"
+        assert times[1].startswith("이용 ") and times[1].endswith("(과금)"), times
+        assert times[2].startswith("일시정지 ") and times[2].endswith("(과금)"), times
+        assert B.attr(d, "receipt-times", "data-riding-billed") == "true"
+        assert B.attr(d, "receipt-times", "data-pause-billed") == "true"
+        assert "일시정지 분당 50원" in B.text(d, "rate-line")
+        B.screenshot(d, "receipt-360-pause-billed")
+
+        receipt, shown, times = ride_on_plan(s, d, "seoul-completed")
+        # The server lists a pause line of 0 (the ride was paused); the page leaves it out.
+        assert [(l["label"], l["amount"]) for l in receipt["lines"]] == [("unlock", 500), ("riding", 0), ("pause", 0)], receipt
+        assert shown == [("unlock", "잠금 해제 500원"), ("riding", "주행 0분 0원")], shown
+        assert B.text(d, "receipt-total") == "500원"
+        assert times[1].endswith("(요금 없음)") and times[2].endswith("(요금 없음)"), times
+        assert "(과금)" not in " ".join(times)
+        assert B.attr(d, "receipt-times", "data-riding-billed") == "false"
+        B.screenshot(d, "receipt-360-nothing-billed")
+        # English: the same lines, named as the CLI names them ("unlock").
+        click(d, "lang-toggle")
+        B.wait(d, lambda d: B.text(d, "receipt-times").split(" · ")[1].endswith("(not billed)"), 3)
+        rows = [r.text.replace("\n", " ") for r in d.find_elements(By.CSS_SELECTOR, "#receipt-lines tr")]
+        assert rows == ["Unlock ₩500", "Riding 0 min ₩0"], rows
+        no_page_errors(d)
+    finally:
+        s.stop()
+
+
+def test_korean_notices_keep_words_whole_at_360(browsers):
+    """Korean breaks between words at 360 px (word-break: keep-all): the no-token and the
+    refused-link notices, measured from the rendered characters; the same text with the
+    browser's default breaking does split a word, so the measurement can fail."""
+    s = Server(auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
+    try:
+        d = browsers(B.PHONE)
+        d.get(s.http + "/")
+        B.wait(d, lambda d: B.attr(d, "notice-panel", "data-kind") == "token", 5)
+        for el in ("notice-title", "notice-text"):
+            assert B.broken_words(d, el) == [], (el, B.broken_words(d, el))
+        assert d.execute_script("return getComputedStyle(document.getElementById('notice-text')).wordBreak") == "keep-all"
+        B.screenshot(d, "notice-360-no-token")
+        forged = hs256({"sub": "rider-pat", "scope": "control", "exp": int(time.time()) + 600}, secret="z" * 40)
+        d.get(s.http + "/?ride=r-1&token=" + forged)
+        B.wait(d, lambda d: B.attr(d, "notice-panel", "data-kind") == "dead", 10)
+        for el in ("notice-title", "notice-text"):
+            assert B.broken_words(d, el) == [], (el, B.broken_words(d, el))
+        B.screenshot(d, "notice-360-dead")
+        d.execute_script("document.getElementById('notice-text').style.wordBreak = 'normal'")
+        assert B.broken_words(d, "notice-text"), "the test cannot see a mid-word break"
+        # In English nothing changes: keep-all is for Korean only.
+        click(d, "lang-toggle")
+        B.wait(d, lambda d: d.execute_script("return document.documentElement.lang") == "en", 3)
+        assert d.execute_script("return getComputedStyle(document.body).wordBreak") == "normal"
+    finally:
+        s.stop()

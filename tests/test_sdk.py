@@ -322,3 +322,45 @@ def test_a_thousand_clients_in_one_process_each_watching_a_ride(tmp_path):
         assert float(result["rss_kb_per_client"]) < 256, result
         status, health, _ = srv.get("/healthz")
         assert status == 200
+
+
+def test_the_sdk_prints_nothing_unless_given_a_log_handler():
+    """Issue 26: libwebsockets' banner ("N: LWS: 4.1.6-, loglevel 7") and notices never reach an
+    app's stderr; with a handler, the client's own lines (and lws errors) go to the handler."""
+    with Server() as srv:
+        assert cli("start", "--ride", "r-quiet", "--url", srv.ws).returncode == 0
+        quiet = Lines([PROBE, "watch", srv.ws, "r-quiet", "2.5"])
+        logged = Lines([PROBE, "watch", srv.ws, "r-quiet", "2.5"], env={"RIDEPUSH_PROBE_LOG": "1"})
+        try:
+            for p in (quiet, logged):
+                p.until(lambda l: json.loads(l)["kind"] == "tick", 5)
+                assert p.proc.wait(10) == 0
+            time.sleep(0.2)  # the stderr reader thread
+            assert quiet.err == [], quiet.err
+            errs = [l for _, l in logged.err]
+            assert "log info connected to " + srv.ws in errs, errs
+            assert all(l.startswith("log ") for l in errs), errs
+            assert not any("LWS:" in l for l in errs), "lws notices stay off with a handler too: %r" % errs
+        finally:
+            quiet.stop()
+            logged.stop()
+        # Against a closed port the lws connection error reaches the handler, not stderr.
+        url = "ws://127.0.0.1:%d/ws" % free_port()
+        closed = Lines([PROBE, "watch", url, "r-x", "1.5"], env={"RIDEPUSH_PROBE_LOG": "1"})
+        bare = Lines([PROBE, "watch", url, "r-x", "1.5"])
+        try:
+            assert closed.proc.wait(10) == 0 and bare.proc.wait(10) == 0
+            time.sleep(0.2)
+            assert bare.err == [], bare.err
+            errs = [l for _, l in closed.err]
+            assert any(l.startswith("log warning disconnected (cannotConnect(") for l in errs), errs
+        finally:
+            closed.stop()
+            bare.stop()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -6,5 +6,24 @@
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+// The identity provider's public keys (RideAuth's PublicKey): JWK members to EVP_PKEY through
+// OSSL_PARAM_BLD, PEM SubjectPublicKeyInfo, ECDSA signatures re-encoded as DER.
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/param_build.h>
+#include <openssl/pem.h>
+
+// The webhook sender's TLS client (RideWebhooks).
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+// EVP_PKEY_PUBLIC_KEY is an OR of two macros, which Swift does not import.
+static inline int ridepush_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
+
+// SNI and the minimum TLS version are set through SSL_ctrl macros, which Swift does not import.
+static inline long ridepush_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
+static inline long ridepush_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) { return SSL_CTX_set_min_proto_version(ctx, version); }
 
 #endif

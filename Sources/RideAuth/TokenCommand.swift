@@ -4,8 +4,10 @@ import RideOptions
 /// `ridepush token`'s options: parsed and printed by `--help` from this one table.
 public let tokenOptions = OptionTable(usage: """
     Usage: ridepush token [--watch | --control] [--ride ID]... [--sub RIDER] [--ops]
-                          [--ttl DURATION] [--jwt-secret-file FILE]
-    """, about: "Prints a signed token (HS256 JWT) for RidePush.", options: [
+                          [--ttl DURATION] [--jwt-secret-file FILE | --store PATH]
+           ridepush token --verify TOKEN [--jwks-file FILE] [--jwt-public-key FILE]
+                          [--jwt-secret-file FILE] [--jwt-issuer ISS] [--jwt-audience AUD]
+    """, about: "Prints a signed token (HS256 JWT) for RidePush, or checks one (--verify).", options: [
     .flag("--watch", help: "watch-only token (the default)"),
     .flag("--control", help: "token that may start rides and act on its rider's rides"),
     .string("--ride", placeholder: "ID", repeatable: true, needs: "a ride id", help: "limit a watch token to this ride; a control token may additionally watch the listed rides"),
@@ -13,9 +15,18 @@ public let tokenOptions = OptionTable(usage: """
     .flag("--ops", help: "operator token: may watch, and with --control end, any ride"),
     .string("--ttl", placeholder: "DURATION", default: "2h", needs: "a duration such as 2h", help: "lifetime, e.g. 90s, 30m, 2h, 1d, 1h30m"),
     .string("--jwt-secret-file", placeholder: "FILE", needs: "a path", help: "read the secret from FILE instead of RIDEPUSH_JWT_SECRET"),
+    .string("--store", placeholder: "PATH", env: "RIDEPUSH_STORE", default: "./ridepush.db", needs: "a path", help: "without a configured secret: the secret `serve` generated, in ridepush.secret beside this store"),
+    .string("--verify", placeholder: "TOKEN", needs: "a token", help: "check TOKEN as the server would: print its claims, or why it is refused"),
+    .string("--jwks-file", "--jwks", placeholder: "FILE", needs: "a path", help: "with --verify: the identity provider's keys (JWKS; RS256, ES256, EdDSA by kid)"),
+    .string("--jwt-public-key", placeholder: "FILE", needs: "a path", help: "with --verify: one PEM public key, for tokens without kid"),
+    .string("--jwt-issuer", placeholder: "ISS", needs: "an issuer", help: "with --verify: the iss identity-provider tokens must carry"),
+    .string("--jwt-audience", placeholder: "AUD", needs: "an audience", help: "with --verify: the aud identity-provider tokens must name"),
+    .string("--jwt-claim-namespace", placeholder: "PREFIX", needs: "a prefix", help: "with --verify: read scope, rides, ops as PREFIXscope, … from identity-provider tokens"),
 ], footer: """
     The secret (at least 32 bytes) comes from --jwt-secret-file or RIDEPUSH_JWT_SECRET and
-    must match the server's. Example share link token:
+    must match the server's. A server started without one keeps the secret it made in
+    ridepush.secret beside its store; run this in the same folder (or give --store). Example
+    share link token:
       ridepush token --watch --ride r-42 --ttl 2h
     """)
 
@@ -31,9 +42,13 @@ public func tokenCommand(arguments: [String], environment: [String: String],
     }
 
     let o: ParsedOptions
-    do { o = try tokenOptions.parse(arguments) } catch { return usageError(error.description) }
+    do { o = try tokenOptions.parse(arguments, environment: environment) } catch { return usageError(error.description) }
     if o.help { return (tokenCommandUsage, 0) }
     if let stray = o.positional.first { return usageError(OptionError.unexpectedArgument(stray).description) }
+    if let token = o.string("--verify") { return verifyTokenCommand(token, options: o, environment: environment, now: now) }
+    for option in ["--jwks-file", "--jwt-public-key", "--jwt-issuer", "--jwt-audience", "--jwt-claim-namespace"] where o.string(option) != nil {
+        return usageError("\(option) goes with --verify (a made token is HS256 with the shared secret)")
+    }
     if o.flag("--watch"), o.flag("--control") { return usageError("--watch and --control exclude each other") }
     let rides = o.strings("--ride")
     let sub = o.string("--sub")
@@ -62,10 +77,16 @@ public func tokenCommand(arguments: [String], environment: [String: String],
 
     let secret: [UInt8]
     do {
-        guard let loaded = try loadSecret(file: secretFile, environment: environment) else {
-            return ("ridepush token: no JWT secret: set RIDEPUSH_JWT_SECRET or pass --jwt-secret-file FILE (the server's secret)\n", 1)
+        let store = o.string("--store")!
+        let generated = store == "memory" || store.contains("://") ? nil : SecretFile.path(besideStore: store)
+        if let loaded = try loadSecret(file: secretFile, environment: environment) {
+            secret = loaded
+        } else if let generated, let loaded = try SecretFile.read(generated) {
+            secret = loaded
+        } else {
+            let beside = generated.map { ", or run where the server keeps \($0) (give its --store)" } ?? ""
+            return ("ridepush token: no JWT secret: set RIDEPUSH_JWT_SECRET or pass --jwt-secret-file FILE (the server's secret)\(beside)\n", 1)
         }
-        secret = loaded
     } catch {
         return ("ridepush token: \(error.message)\n", 1)
     }

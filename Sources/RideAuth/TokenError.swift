@@ -4,6 +4,8 @@ public struct TokenError: Error, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable, Equatable {
         case malformed
         case badSignature
+        /// An asymmetric token whose `kid` names no configured key (or that has none).
+        case unknownKey
         case unsupportedAlgorithm
         case expired
         case notYetValid

@@ -110,7 +110,7 @@ public struct TokenSigner: Sendable {
         return Array(out.prefix(Int(length)))
     }
 
-    private static func saturating(_ a: Int64, _ b: Int64) -> Int64 {
+    static func saturating(_ a: Int64, _ b: Int64) -> Int64 {
         let (sum, overflow) = a.addingReportingOverflow(b)
         return overflow ? (b < 0 ? .min : .max) : sum
     }
@@ -135,7 +135,7 @@ public struct TokenSigner: Sendable {
     }
 
     /// The refused alg goes back to the client; keep it short and plain.
-    private static func printable(_ s: String) -> String {
+    static func printable(_ s: String) -> String {
         let clean = s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }
         let text = String(String.UnicodeScalarView(clean.prefix(16)))
         return clean.count > 16 ? text + "…" : text
@@ -143,12 +143,12 @@ public struct TokenSigner: Sendable {
 
     // RideCore's parser, as for every other client input: bounded depth, duplicate members
     // keep the last (which RFC 7519 §4 allows), numbers kept as their text.
-    private static func jsonObject(_ bytes: [UInt8]) -> [String: JSON]? {
+    static func jsonObject(_ bytes: [UInt8]) -> [String: JSON]? {
         guard !bytes.isEmpty, let value = try? JSON.parse(bytes) else { return nil }
         return value.object
     }
 
-    private static func parseClaims(_ object: [String: JSON]) throws(TokenError) -> TokenClaims {
+    static func parseClaims(_ object: [String: JSON]) throws(TokenError) -> TokenClaims {
         guard let sub = object["sub"]?.string, !sub.isEmpty else {
             throw TokenError(.invalidClaims, "token sub must be a non-empty string")
         }

@@ -7,6 +7,8 @@ public struct BenchOptions: Equatable, Sendable {
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var path = "/ws"
+    public var tls = false             // wss://: every connection speaks TLS (verified against --ca)
+    public var caFile: String?         // the PEM the server's certificate must chain to (default: the system's)
     public var clients = 1000
     public var rides: Int?             // default clients / 2: two subscribers per ride
     public var duration = 20           // seconds of measurement window
@@ -17,6 +19,7 @@ public struct BenchOptions: Equatable, Sendable {
     public var serverPID: Int32?
     public var json = false
     public var token: String?
+    public var authFrame = false       // send the token in a first `auth` frame, as the page and the SDK do
     public var create: Bool?           // default: on when path is /ws (RidePush needs rides started)
     public var connectTimeout = 60     // seconds for the whole connect phase
     public var warmup = 1              // whole seconds between "all connected" and the window
@@ -34,9 +37,9 @@ public struct BenchOptions: Equatable, Sendable {
     public static let perProcess = 9000
     public static let maxPerProcess = 19_000
 
-    /// Request target: the path plus `token=` when a token is given.
+    /// Request target: the path plus `token=` when a token is given (and not sent in a frame).
     public var requestTarget: String {
-        guard let token else { return path }
+        guard let token, !authFrame else { return path }
         return path + (path.contains("?") ? "&" : "?") + "token=" + percentEncode(token)
     }
 
@@ -46,7 +49,7 @@ public struct BenchOptions: Equatable, Sendable {
         return OptionTable(usage: """
             usage: ridepush bench [--url ws://127.0.0.1:8080/ws] [-n CLIENTS] [-r RIDES] [--duration S]
                                   [--ramp CONNECTS_PER_S] [--inflight K] [--sources S] [--procs P]
-                                  [--pid SERVER_PID] [--token T] [--create | --no-create] [--json]
+                                  [--pid SERVER_PID] [--token T [--auth-frame]] [--create | --no-create] [--json]
             """, about: """
             Opens CLIENTS WebSocket connections (ride.v1), subscribes them to RIDES rides (two per
             ride by default), waits until every connection is open or failed, then measures ticks
@@ -54,7 +57,8 @@ public struct BenchOptions: Equatable, Sendable {
             tick's "at"), missed ticks (seq gaps), and - with --pid - the server's CPU per delivered
             tick and RSS per subscriber.
             """, options: [
-            .string("--url", placeholder: "URL", default: "ws://\(d.host):\(d.port)\(d.path)", help: "ws://HOST[:PORT]/PATH, IPv4 or localhost"),
+            .string("--url", placeholder: "URL", default: "ws://\(d.host):\(d.port)\(d.path)", help: "ws://HOST[:PORT]/PATH or wss://…, IPv4 or localhost"),
+            .string("--ca", placeholder: "PEM", help: "wss://: the CA (or self-signed certificate) the server's must chain to; default the system's"),
             .int("-n", "--clients", range: 1...1_000_000, default: d.clients, help: "connections"),
             .int("-r", "--rides", placeholder: "R", range: 1...1_000_000, help: "rides (default N/2: two subscribers per ride)"),
             .int("-d", "--duration", placeholder: "S", range: 1...3600, default: d.duration, help: "measurement window in seconds after all connected"),
@@ -64,6 +68,7 @@ public struct BenchOptions: Equatable, Sendable {
             .int("--procs", placeholder: "P", range: 1...256, help: "worker processes (default ceil(N/\(perProcess)); at most \(maxPerProcess) connections each)"),
             .int("-P", "--pid", placeholder: "PID", range: 1...Int(Int32.max), help: "server process to sample in /proc (CPU and RSS)"),
             .string("--token", placeholder: "T", help: "append ?token=T to the URL"),
+            .flag("--auth-frame", help: "send the token in a first {\"type\":\"auth\"} frame instead, as the page and the SDK do"),
             .flag("--create", help: "first client of each ride sends {\"type\":\"start\"} before subscribing (default when the path is /ws)"),
             .flag("--no-create", help: "do not; the later of --create and --no-create counts"),
             .int("--connect-timeout", placeholder: "S", range: 1...3600, default: d.connectTimeout, help: "give up on connections still pending after S seconds"),
@@ -83,7 +88,15 @@ public struct BenchOptions: Equatable, Sendable {
         var o = BenchOptions()
         if p.help { o.help = true; return o }
         if let stray = p.positional.first { throw BenchError.usage(OptionError.unexpectedArgument(stray).description) }
-        (o.host, o.port, o.path) = try parseURL(p.string("--url")!)
+        let url = p.string("--url")!
+        if url.hasPrefix("wss://") {
+            o.tls = true
+            (o.host, o.port, o.path) = try parseURL("ws://" + url.dropFirst(6), defaultPort: 443)
+        } else {
+            (o.host, o.port, o.path) = try parseURL(url)
+        }
+        o.caFile = p.string("--ca")
+        if o.caFile != nil && !o.tls { throw BenchError.usage("--ca is for wss:// URLs") }
         o.clients = p.int("--clients")!
         o.rides = p.int("--rides")
         o.duration = p.int("--duration")!
@@ -94,6 +107,8 @@ public struct BenchOptions: Equatable, Sendable {
         o.serverPID = p.int("--pid").map { Int32($0) }
         o.json = p.flag("--json")
         o.token = p.string("--token")
+        o.authFrame = p.flag("--auth-frame")
+        if o.authFrame && o.token == nil { throw BenchError.usage("--auth-frame needs --token") }
         if let last = p.given.last(where: { $0.name == "--create" || $0.name == "--no-create" }) { o.create = last.name == "--create" }
         o.connectTimeout = p.int("--connect-timeout")!
         o.warmup = p.int("--warmup")!
@@ -108,15 +123,15 @@ public struct BenchOptions: Equatable, Sendable {
         return o
     }
 
-    static func parseURL(_ url: String) throws(BenchError) -> (String, UInt16, String) {
-        if url.hasPrefix("wss://") { throw BenchError.usage("wss:// is not supported; bench the plain ws:// listener") }
+    static func parseURL(_ url: String, defaultPort: UInt16 = 80) throws(BenchError) -> (String, UInt16, String) {
+        if url.hasPrefix("wss://") { throw BenchError.usage("wss:// is not supported here; bench the plain ws:// listener") }
         guard url.hasPrefix("ws://") else { throw BenchError.usage("--url must start with ws://, got \(url)") }
         let rest = url.dropFirst(5)
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         let authority = rest[..<slash]
         let path = slash == rest.endIndex ? "/" : String(rest[slash...])
         var host = String(authority)
-        var port: UInt16 = 80
+        var port = defaultPort
         if let colon = authority.lastIndex(of: ":") {
             host = String(authority[..<colon])
             guard let p = UInt16(authority[authority.index(after: colon)...]), p > 0 else {

@@ -102,7 +102,7 @@ struct BenchSummary {
         let o = options
         var kv: [(String, JSONOut)] = [
             ("tool", .string("ridepush bench")),
-            ("url", .string("ws://\(o.host):\(o.port)\(o.path)")),
+            ("url", .string("\(o.tls ? "wss" : "ws")://\(o.host):\(o.port)\(o.path)")),
             ("clients", .int(o.clients)),
             ("rides", .int(o.effectiveRides)),
             ("procs", .int(o.effectiveProcs)),
@@ -159,7 +159,7 @@ struct BenchSummary {
         func f(_ v: Double?, _ places: Int = 1) -> String { v.map { String(format: "%.\(places)f", $0) } ?? "-" }
         let o = options
         var lines: [String] = []
-        lines.append("ridepush bench  ws://\(o.host):\(o.port)\(o.path)  \(o.clients) clients, \(o.effectiveRides) rides, \(o.effectiveProcs) procs, \(o.sources) sources, window \(o.duration) s")
+        lines.append("ridepush bench  \(o.tls ? "wss" : "ws")://\(o.host):\(o.port)\(o.path)  \(o.clients) clients, \(o.effectiveRides) rides, \(o.effectiveProcs) procs, \(o.sources) sources, window \(o.duration) s")
         let reasons = failReasons.isEmpty ? "" : " (" + failReasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"
         lines.append("  connected        \(connected)   failed \(failed)\(reasons)   in \(f(connectSeconds, 1)) s")
         lines.append("  open             \(openAtT0) at start, \(openAtEnd) at end, \(closedInWindow) closed in window")

@@ -10,6 +10,8 @@
 struct TransitionLanes {
     let count: Int
     let run: Int
+    /// `--open-rides`: every request is a start of a new ride, none is ended.
+    let startsOnly: Bool
     private(set) var cycle: [Int]
     /// The ride is started: the lane's next request is its end.
     private(set) var started: [Bool]
@@ -22,9 +24,10 @@ struct TransitionLanes {
     static let idRoom = 64
     static let mask: UInt32 = 0x1234_5678
 
-    init(count: Int, run: Int) {
+    init(count: Int, run: Int, startsOnly: Bool = false) {
         self.count = count
         self.run = run
+        self.startsOnly = startsOnly
         cycle = [Int](repeating: 0, count: count)
         started = [Bool](repeating: false, count: count)
         sentAt = [Int64](repeating: -1, count: count)
@@ -69,6 +72,7 @@ struct TransitionLanes {
     /// The lane's request is answered: its next one is the other half of the cycle.
     mutating func answered(_ lane: Int) {
         sentAt[lane] = -1
+        if startsOnly { cycle[lane] += 1; return }
         if started[lane] { cycle[lane] += 1 }
         started[lane].toggle()
     }

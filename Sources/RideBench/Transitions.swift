@@ -8,6 +8,8 @@ import RideOptions
 /// (`--disk DIR`, the store's directory) and reads the server's store commits from /metrics.
 /// `--one-ride N`: one connection pausing and resuming one ride N times, one at a time,
 /// printing the latency of the first and last 1,000 (a journal's cost must stay flat).
+/// `--open-rides N`: lanes only start rides, until N are open (a city's worth, left open for
+/// the measurements of scripts/bench-city.py); prints how long that took.
 public struct TransitionOptions: Equatable, Sendable {
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
@@ -17,6 +19,7 @@ public struct TransitionOptions: Equatable, Sendable {
     public var duration = 10
     public var disk = "."
     public var oneRide: Int?
+    public var openRides: Int?
     public var token: String?
     public var json = false
 
@@ -29,7 +32,7 @@ public struct TransitionOptions: Equatable, Sendable {
         let d = TransitionOptions()
         return OptionTable(usage: """
             usage: ridepush bench --transitions [--url ws://127.0.0.1:8080/ws] [-n CONNECTIONS] [--depth K]
-                                  [--duration S] [--disk DIR] [--one-ride N] [--token T] [--json]
+                                  [--duration S] [--disk DIR] [--one-ride N | --open-rides N] [--token T] [--json]
             """, about: """
             Run the server with a high --control-rate (e.g. 1000000): every lane sends as fast as
             replies come back.
@@ -41,6 +44,7 @@ public struct TransitionOptions: Equatable, Sendable {
             .int("-d", "--duration", placeholder: "S", range: 1...3600, default: d.duration, help: "seconds of load"),
             .string("--disk", placeholder: "DIR", default: d.disk, help: "where to measure the disk's own fsync rate: the store's directory"),
             .int("--one-ride", placeholder: "N", range: 1...1_000_000, help: "instead: N pause/resume on one ride, first/last 1,000 latencies"),
+            .int("--open-rides", placeholder: "N", range: 1...10_000_000, help: "instead: start N rides and leave them open (no time limit on the load)"),
             .string("--token", placeholder: "T", help: "append ?token=T to the URL"),
             .flag("--json", help: "print only the JSON result on stdout"),
         ])
@@ -59,6 +63,8 @@ public struct TransitionOptions: Equatable, Sendable {
         o.duration = p.int("--duration")!
         o.disk = p.string("--disk")!
         o.oneRide = p.int("--one-ride")
+        o.openRides = p.int("--open-rides")
+        if o.oneRide != nil && o.openRides != nil { throw BenchError.usage("--one-ride and --open-rides are two different benchmarks; give one") }
         o.depth = o.oneRide != nil && !p.isGiven("--depth") ? 1 : p.int("--depth")!
         o.token = p.string("--token")
         o.json = p.flag("--json")
@@ -223,7 +229,8 @@ enum TransitionBench {
     }
 
     static func load(_ o: TransitionOptions) throws(BenchError) -> Int32 {
-        let fsyncRate = rawFsyncRate(dir: o.disk, seconds: 2)
+        let goal = o.openRides
+        let fsyncRate = goal == nil ? rawFsyncRate(dir: o.disk, seconds: 2) : 0
         guard let ep = Epoll() else { throw .failed("epoll unavailable") }
         var socks: [BenchSocket] = []
         for _ in 0..<o.connections {
@@ -231,7 +238,7 @@ enum TransitionBench {
             ep.ctl(Epoll.ctlAdd, s.fd, events: Epoll.IN, token: UInt32(socks.count))
             socks.append(s)
         }
-        var lanes = TransitionLanes(count: o.connections * o.depth, run: Int(getpid()))
+        var lanes = TransitionLanes(count: o.connections * o.depth, run: Int(getpid()), startsOnly: goal != nil)
         var outstanding = 0
         var ok = 0, errors = 0
         var firstError: String?
@@ -253,9 +260,18 @@ enum TransitionBench {
         }
         let commits0 = storeCounter(o, "ridepush_store_commits_total"), syncs0 = storeCounter(o, "ridepush_store_syncs_total")
         let start = monotonicMicros()
-        let stopAt = start + Int64(o.duration) * 1_000_000
+        // With a target count of rides there is no time limit: at most a day, every wait bounded.
+        let stopAt = start + Int64(goal == nil ? o.duration : 86_400) * 1_000_000
+        var sent = 0
+        /// Whether another request may go out: the time is not up, nor (with --open-rides) the count.
+        func more() -> Bool {
+            guard let goal else { return true }
+            guard sent < goal else { return false }
+            sent += 1
+            return true
+        }
         for (c, s) in socks.enumerated() {
-            for lane in c * o.depth..<(c + 1) * o.depth { lanes.appendRequest(lane, to: &out); batch.append(lane) }
+            for lane in c * o.depth..<(c + 1) * o.depth where more() { lanes.appendRequest(lane, to: &out); batch.append(lane) }
             flush(s)
         }
         var events = [UInt8](repeating: 0, count: Epoll.eventSize * 256)
@@ -285,7 +301,7 @@ enum TransitionBench {
                         if firstError == nil { firstError = String(decoding: payload, as: UTF8.self) }
                     }
                     lanes.answered(lane)
-                    if sending { lanes.appendRequest(lane, to: &out); batch.append(lane) }
+                    if sending, more() { lanes.appendRequest(lane, to: &out); batch.append(lane) }
                 }
                 flush(s)
                 if let stray { throw .failed("a message that answers no request in flight: \(stray)") }
@@ -301,6 +317,15 @@ enum TransitionBench {
         var fsyncsPerSecond = commitsPerSecond
         if let a = syncs0, let b = syncs1, b > a { fsyncsPerSecond = (b - a) / elapsed }
         let p50 = hist.percentileMillis(0.5) ?? 0, p99 = hist.percentileMillis(0.99) ?? 0
+        if let goal {
+            if o.json {
+                print(#"{"open_rides":\#(ok),"target":\#(goal),"seconds":\#(String(format: "%.2f", elapsed)),"starts_per_s":\#(Int(rate)),"p99_ms":\#(p99),"errors":\#(errors)}"#)
+            } else {
+                print(String(format: "open rides: %d of %d started in %.1f s (%.0f/s, reply p99 %.1f ms, %d errors)", ok, goal, elapsed, rate, p99, errors))
+                if let firstError { print("  first error: \(firstError)") }
+            }
+            return errors == 0 && ok == goal ? 0 : 1
+        }
         let fsyncText = fsyncsPerSecond.map { String(format: "%.0f", $0) } ?? "n/a (server has no store metric)"
         let commitText = commitsPerSecond.map { String(format: "%.0f", $0) } ?? "n/a"
         if o.json {

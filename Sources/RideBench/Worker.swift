@@ -1,3 +1,4 @@
+import CBenchTLS
 import Glibc
 
 private let IP_BIND_ADDRESS_NO_PORT: Int32 = 24  // linux/in.h; not exported by Glibc
@@ -5,11 +6,12 @@ private let bufferSize = 4096                    // per connection; a tick is ~1
 private let stdinToken = UInt32.max
 
 private enum ConnState: UInt8 {
-    case idle, connecting, sendingRequest, awaitingResponse, open, done
+    case idle, connecting, tlsHandshake, sendingRequest, awaitingResponse, open, done
 }
 
 private struct Conn {
     var fd: Int32 = -1
+    var tls: UnsafeMutableRawPointer?   // the connection's TLS session (wss://), owned here
     var state: ConnState = .idle
     var openAtT0 = false
     var len = 0             // bytes in this connection's receive buffer
@@ -46,6 +48,7 @@ final class Worker {
     private var cpuAtT0 = 0.0
     private let dst: sockaddr_in
     private let srcBase: UInt32
+    private let tlsContext: UnsafeMutableRawPointer?
 
     init(options: BenchOptions, index: Int) {
         o = options
@@ -67,6 +70,12 @@ final class Worker {
         var s = in_addr()
         inet_pton(AF_INET, "127.0.0.1", &s)
         srcBase = UInt32(bigEndian: s.s_addr)
+        if options.tls {
+            guard let c = cbenchtls_ctx_new(options.caFile) else { fatalError("TLS: cannot load \(options.caFile ?? "the system's CA store")") }
+            tlsContext = c
+        } else {
+            tlsContext = nil
+        }
         report.worker = index
         report.attempted = mine.count
         let rides = options.effectiveRides
@@ -83,6 +92,7 @@ final class Worker {
         buffers.deallocate()
         accepts.deallocate()
         close(ep.fd)
+        if let tlsContext { cbenchtls_ctx_free(tlsContext) }
     }
 
     // MARK: - Run
@@ -270,6 +280,7 @@ final class Worker {
             var l = linger(l_onoff: 1, l_linger: 0)
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
         }
+        if let t = conns[k].tls { cbenchtls_free(t); conns[k].tls = nil }
         close(fd)
         conns[k].fd = -1
         requests[k] = nil
@@ -296,10 +307,10 @@ final class Worker {
         let fd = conns[k].fd
         while conns[k].written < req.count {
             let off = conns[k].written
-            let w = req.withUnsafeBytes { send(fd, $0.baseAddress! + off, req.count - off, Int32(MSG_NOSIGNAL)) }
+            let w = req.withUnsafeBytes { ioWrite(k, $0.baseAddress! + off, req.count - off) }
             if w < 0 {
                 if errno == EAGAIN { requests[k] = req; return }
-                fail(k, "connect"); return
+                fail(k, conns[k].tls == nil ? "connect" : "tls"); return
             }
             conns[k].written += w
         }
@@ -313,8 +324,29 @@ final class Worker {
     @discardableResult
     private func sendFrame(_ k: Int, opcode: UInt8, _ payload: some Collection<UInt8>) -> Bool {
         let f = maskedFrame(opcode: opcode, payload: payload, mask: UInt32.random(in: 0...UInt32.max, using: &rng))
-        let w = f.withUnsafeBytes { send(conns[k].fd, $0.baseAddress, f.count, Int32(MSG_NOSIGNAL)) }
+        let w = f.withUnsafeBytes { ioWrite(k, $0.baseAddress!, f.count) }
         return w == f.count
+    }
+
+    /// recv(2) or TLS: bytes read, 0 at the end, -1 with errno (EAGAIN: nothing now).
+    private func ioRead(_ k: Int, _ buf: UnsafeMutablePointer<UInt8>, _ len: Int) -> Int {
+        guard let t = conns[k].tls else { return recv(conns[k].fd, buf, len, 0) }
+        let r = cbenchtls_read(t, buf, len)
+        if r > 0 { return r }
+        switch Int32(r) {
+        case CBENCHTLS_CLOSED: return 0
+        case CBENCHTLS_WANT_READ, CBENCHTLS_WANT_WRITE: errno = EAGAIN; return -1
+        default: errno = ECONNRESET; return -1
+        }
+    }
+
+    /// send(2) or TLS: bytes written, or -1 with errno (EAGAIN: the socket buffer is full).
+    private func ioWrite(_ k: Int, _ buf: UnsafeRawPointer, _ len: Int) -> Int {
+        guard let t = conns[k].tls else { return send(conns[k].fd, buf, len, Int32(MSG_NOSIGNAL)) }
+        let w = cbenchtls_write(t, buf, len)
+        if w > 0 { return w }
+        errno = w == CBENCHTLS_WANT_READ || w == CBENCHTLS_WANT_WRITE ? EAGAIN : ECONNRESET
+        return -1
     }
 
     private func subscribe(_ k: Int) -> Bool {
@@ -340,8 +372,25 @@ final class Worker {
             var len = socklen_t(MemoryLayout<Int32>.size)
             getsockopt(conns[k].fd, SOL_SOCKET, SO_ERROR, &err, &len)
             if err != 0 { fail(k, err == EADDRNOTAVAIL ? "address" : "connect"); return }
-            conns[k].state = .sendingRequest
-            conns[k].written = 0
+            if let ctx = tlsContext {
+                guard let t = cbenchtls_new(ctx, conns[k].fd, o.host) else { fail(k, "tls"); return }
+                conns[k].tls = t
+                conns[k].state = .tlsHandshake
+            } else {
+                conns[k].state = .sendingRequest
+                conns[k].written = 0
+            }
+        }
+        if conns[k].state == .tlsHandshake {
+            switch cbenchtls_handshake(conns[k].tls) {
+            case CBENCHTLS_DONE:
+                conns[k].state = .sendingRequest
+                conns[k].written = 0
+                ep.ctl(Epoll.ctlMod, conns[k].fd, events: Epoll.IN | Epoll.OUT, token: UInt32(k))
+            case CBENCHTLS_WANT_READ: ep.ctl(Epoll.ctlMod, conns[k].fd, events: Epoll.IN, token: UInt32(k)); return
+            case CBENCHTLS_WANT_WRITE: ep.ctl(Epoll.ctlMod, conns[k].fd, events: Epoll.IN | Epoll.OUT, token: UInt32(k)); return
+            default: fail(k, "tls"); return
+            }
         }
         if conns[k].state == .sendingRequest { writeRequest(k); return }
 
@@ -349,7 +398,7 @@ final class Worker {
         for _ in 0..<64 {
             let have = conns[k].len
             if have >= bufferSize { report.protocolErrors += 1; break }
-            let r = recv(conns[k].fd, buf + have, bufferSize - have, 0)
+            let r = ioRead(k, buf + have, bufferSize - have)
             if r < 0 {
                 if errno == EAGAIN || errno == EINTR { return }
                 break
@@ -365,7 +414,8 @@ final class Worker {
                 }
             }
             if !parseFrames(k, now: now) { break }
-            if r < bufferSize - have { return }   // drained; level-triggered epoll re-reports
+            // Drained; level-triggered epoll re-reports, except what TLS already decrypted.
+            if r < bufferSize - have, conns[k].tls.map({ cbenchtls_pending($0) == 0 }) ?? true { return }
         }
         if conns[k].state == .open { lost(k) }
         else if conns[k].state == .awaitingResponse { fail(k, "eof") }
@@ -403,6 +453,10 @@ final class Worker {
         conns[k].len = rest
 
         let c = conns[k]
+        if o.authFrame, let token = o.token {
+            let auth = "{\"type\":\"auth\",\"token\":\"\(token)\"}"
+            guard sendFrame(k, opcode: WSOpcode.text, Array(auth.utf8)) else { fail(k, "handshake"); return .failed }
+        }
         if c.creator {
             let start = "{\"type\":\"start\",\"id\":\"b-\(c.ride)\",\"ride\":\"r\(c.ride)\"}"
             guard sendFrame(k, opcode: WSOpcode.text, Array(start.utf8)) else { fail(k, "handshake"); return .failed }

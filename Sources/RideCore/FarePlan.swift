@@ -52,12 +52,14 @@ public struct FarePlan: Sendable, Equatable {
     public var maxPauseSeconds: Int64?
     /// Riding time after which the ride ends by itself.
     public var maxRideSeconds: Int64?
+    /// The plans file marked this plan `_ridepush_default`: a start without a plan gets it.
+    public var isDefault: Bool
 
     public init(id: String, names: [String: String], descriptions: [String: String] = [:],
                 currency: Currency, price: Int64, isTaxable: Bool = false,
                 perMinute: [FareSegment] = [], perKm: [FareSegment] = [], surgePricing: Bool = false,
                 cap: FareCap? = nil, billing: BillingRule = .started, pauseRate: Int64 = 0,
-                maxPauseSeconds: Int64? = nil, maxRideSeconds: Int64? = nil) {
+                maxPauseSeconds: Int64? = nil, maxRideSeconds: Int64? = nil, isDefault: Bool = false) {
         self.id = id
         self.names = names
         self.descriptions = descriptions
@@ -72,6 +74,13 @@ public struct FarePlan: Sendable, Equatable {
         self.pauseRate = pauseRate
         self.maxPauseSeconds = maxPauseSeconds
         self.maxRideSeconds = maxRideSeconds
+        self.isDefault = isDefault
+    }
+
+    /// The plan a start or quote without a plan gets: the one marked `_ridepush_default`, else
+    /// the first (a plans file's first plan, in its currency), else the built-in plan.
+    public static func defaultPlan(of plans: [FarePlan]) -> FarePlan {
+        plans.first(where: \.isDefault) ?? plans.first ?? .standard
     }
 
     /// The original app's plan: 500 KRW unlock + 180 KRW per completed riding minute.

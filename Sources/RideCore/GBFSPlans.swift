@@ -15,8 +15,9 @@ public enum GBFSPlans {
     public static let pauseRateField = "_ridepush_pause_rate"
     public static let maxPauseField = "_ridepush_max_pause"
     public static let maxRideField = "_ridepush_max_ride"
+    public static let defaultField = "_ridepush_default"
     static let extensionPrefix = "_ridepush_"
-    static let extensionFields: Set<String> = [billingField, pauseRateField, maxPauseField, maxRideField]
+    static let extensionFields: Set<String> = [billingField, pauseRateField, maxPauseField, maxRideField, defaultField]
 
     /// Largest amount (minor units) a price, rate or cap may have: keeps `intervals × rate`
     /// far from Int64 overflow for any ride shorter than a century.
@@ -63,27 +64,34 @@ public enum GBFSPlans {
         }
         var plans: [FarePlan] = []
         var seen: [String: Int] = [:]
+        var marked: Int?
         for (i, item) in items.enumerated() {
             let plan = try parsePlan(item, index: i)
             if let first = seen[plan.id] {
                 throw PlanError(plan: plan.id, index: i, field: "plan_id",
                                 reason: "duplicate of the plan at data.plans[\(first)]")
             }
+            if plan.isDefault, let m = marked {
+                throw PlanError(plan: plan.id, index: i, field: defaultField,
+                                reason: "only one plan may be the default; \"\(plans[m].id)\" at data.plans[\(m)] already is")
+            }
+            if plan.isDefault { marked = i }
             seen[plan.id] = i
             plans.append(plan)
         }
         return plans
     }
 
-    /// The plans a server runs with: the file's plans, with the built-in `FarePlan.standard`
-    /// first under "default" unless the file defines a plan with that id itself.
-    public static func withDefault(_ plans: [FarePlan]) -> [FarePlan] {
-        plans.contains { $0.id == FarePlan.standard.id } ? plans : [FarePlan.standard] + plans
-    }
-
-    /// `withDefault(parse(bytes))`: what `serve --plans` loads.
+    /// What `serve --plans` runs with: the file's plans exactly as given (GET /plans lists
+    /// them, nothing added); the default is `FarePlan.defaultPlan(of:)`. A file without a plan
+    /// is refused: a server with nothing to bill by is a mistake, not the built-in plan.
     public static func load(_ bytes: [UInt8]) throws(PlanError) -> [FarePlan] {
-        withDefault(try parse(bytes))
+        let plans = try parse(bytes)
+        guard !plans.isEmpty else {
+            throw PlanError(plan: nil, index: nil, field: "data.plans",
+                            reason: "has no plans; give at least one (without --plans the built-in plan is used)")
+        }
+        return plans
     }
 
     /// Field reader for one plan object: every error it throws names the plan.
@@ -258,6 +266,7 @@ public enum GBFSPlans {
         if let m = o[maxPauseField] { maxPause = try r.count(m, maxPauseField, min: 1) * 60 }
         var maxRide: Int64?
         if let m = o[maxRideField] { maxRide = try r.count(m, maxRideField, min: 1) * 60 }
+        let isDefault = try r.bool(defaultField) ?? false
 
         let plan = FarePlan(
             id: id,
@@ -273,7 +282,8 @@ public enum GBFSPlans {
             billing: billing,
             pauseRate: pauseRate,
             maxPauseSeconds: maxPause,
-            maxRideSeconds: maxRide)
+            maxRideSeconds: maxRide,
+            isDefault: isDefault)
         if let why = FareEngine.checkCap(plan) { throw r.fail("fare_capping", why) }
         return plan
     }
@@ -350,6 +360,10 @@ public enum GBFSPlans {
         if let s = p.maxRideSeconds {
             w.key(maxRideField)
             w.int((s + 59) / 60)
+        }
+        if p.isDefault {
+            w.key(defaultField)
+            w.bool(true)
         }
         w.endObject()
     }

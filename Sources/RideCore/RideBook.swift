@@ -98,7 +98,7 @@ public struct RideBook {
         var byID: [String: FarePlan] = [:]
         for p in plans { byID[p.id] = p }
         self.plans = byID
-        defaultPlan = byID["default"] ?? plans.first ?? .standard
+        defaultPlan = FarePlan.defaultPlan(of: plans)
         self.maxEntries = maxEntries
         self.rng = rng
     }

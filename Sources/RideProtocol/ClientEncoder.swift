@@ -22,6 +22,7 @@ extension ClientCodec {
         case .quote: w.field("type", "quote")
         case .auth: w.field("type", "auth")
         case .share: w.field("type", "share")
+        case .position: w.field("type", "position")
         }
         if let id = e.id { w.field("id", id) }
         switch e.message {
@@ -40,7 +41,10 @@ extension ClientCodec {
             w.field("paused", paused)
         case .auth(let token):
             w.field("token", token)
+        case .position(let p):
+            encodePosition(&w, p)
         }
+        encodeZoneFields(&w, e.zoneFields)
         w.endObject()
         return w.bytes
     }

@@ -15,6 +15,10 @@ public enum ErrorCode: String, Sendable, Equatable {
     case planNotFound = "plan_not_found"
     case tooManySubscriptions = "too_many_subscriptions"
     case tooManyRides = "too_many_rides"
+    // Zones (docs/zones.md): the message names the zone.
+    case startNotAllowed = "start_not_allowed"
+    case endNotAllowed = "end_not_allowed"
+    case positionRequired = "position_required"
 }
 
 /// An error to send back: the code, a sentence for people, and the request's id if it had one.
@@ -39,6 +43,7 @@ public enum ClientMessage: Sendable, Equatable {
     case quote(plan: String?, seconds: Int64, paused: Int64)
     case auth(token: String)
     case share(ride: String)
+    case position(PositionReport)
 
     /// Whether the message changes rides (and is therefore replayed, not re-applied, on retry).
     public var isControl: Bool {
@@ -59,9 +64,12 @@ public enum ClientMessage: Sendable, Equatable {
 public struct ClientEnvelope: Sendable, Equatable {
     public var id: String?
     public var message: ClientMessage
-    public init(id: String?, message: ClientMessage) {
+    /// A `start`'s place and vehicle type, an `end`'s force (ZoneMessages.swift).
+    public var zoneFields: ZoneFields? = nil
+    public init(id: String?, message: ClientMessage, zoneFields: ZoneFields? = nil) {
         self.id = id
         self.message = message
+        self.zoneFields = zoneFields
     }
 }
 
@@ -88,7 +96,7 @@ public enum ClientCodec {
             id = s
         }
         do {
-            return .success(ClientEnvelope(id: id, message: try message(o)))
+            return .success(ClientEnvelope(id: id, message: try message(o), zoneFields: try zoneFields(o, type: o["type"]?.string ?? "")))
         } catch {
             var e = error
             e.id = id
@@ -110,6 +118,7 @@ public enum ClientCodec {
         case "unsubscribe": return .unsubscribe(ride: try rideID(o)!)
         case "get": return .get(ride: try rideID(o)!)
         case "share": return .share(ride: try rideID(o)!)
+        case "position": return .position(try position(o))
         case "quote":
             guard let seconds = try optionalInt(o, "seconds", min: 0) else {
                 throw ProtocolError(.badRequest, "\"seconds\" is required (whole seconds of riding)")

@@ -40,6 +40,7 @@ public enum ServerCodec {
             let raw = try f.string("code")
             guard let code = ErrorCode(rawValue: raw) else { throw ProtocolError(.badRequest, "unknown error code \"\(raw.prefix(40))\"") }
             return .error(ProtocolError(code, try f.string("message"), id: try f.optionalString("id")))
+        case "zone": return .zone(try zone(f))
         default:
             throw ProtocolError(.unknownType, "unknown server message type \"\(type.prefix(40))\"")
         }
@@ -155,6 +156,8 @@ public enum ServerCodec {
             if let id = e.id { w.field("id", id) }
             w.field("code", e.code.rawValue)
             w.field("message", e.message)
+        case .zone(let z):
+            ServerMessages.zoneFields(&w, z)
         }
         w.endObject()
         return w.bytes

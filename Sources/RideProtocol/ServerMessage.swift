@@ -12,6 +12,7 @@ public enum ServerMessage: Sendable, Equatable {
     case share(ShareLink, id: String?)
     case authenticated(sub: String?, scope: String?, id: String?)
     case error(ProtocolError)
+    case zone(ZoneUpdate)
 
     /// The id of the request this message answers, if it is a reply.
     public var id: String? {
@@ -19,7 +20,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .state(_, let id), .unsubscribed(_, let id), .quote(_, let id), .share(_, let id), .authenticated(_, _, let id):
             return id
         case .error(let e): return e.id
-        case .tick, .warning: return nil
+        case .tick, .warning, .zone: return nil
         }
     }
 
@@ -34,6 +35,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .share: return "share"
         case .authenticated: return "authenticated"
         case .error: return "error"
+        case .zone: return "zone"
         }
     }
 }

@@ -22,6 +22,9 @@ struct ClientCore {
         /// `unavailable` / `rate_limited` answers are retried (same id) this many times.
         var maxRetries = 5
         var retryDelay: Int64 = 1_000
+        /// A request not answered this long after it was made fails with `.timedOut`, whether
+        /// or not the client was connected meanwhile (a call may set its own).
+        var requestTimeout: Int64 = 30_000
     }
 
     enum Action: Equatable {
@@ -38,6 +41,8 @@ struct ClientCore {
         case feedFailed(ride: String, RidePushError)
         /// A request's answer.
         case reply(id: String, Result<ServerMessage, RidePushError>)
+        /// A request was answered `unavailable` / `rate_limited` and goes again after a delay.
+        case retrying(RequestRetry)
     }
 
     enum Phase: Equatable {
@@ -61,6 +66,9 @@ struct ClientCore {
     struct Pending {
         let id: String
         let frame: [UInt8]
+        /// When the app stops waiting, and the timeout it asked for (for the error).
+        let deadline: Int64
+        let timeout: Int64
         var retries = 0
         var retryAt: Int64?
         var sentAt: Int64?
@@ -128,15 +136,17 @@ struct ClientCore {
         if case .connected = phase { send(.unsubscribe(ride: ride), id: newID("u")) }
     }
 
-    /// Queues a request under a fresh id, kept on every resend until its answer.
-    mutating func request(_ message: ClientMessage) -> String {
+    /// Queues a request under a fresh id, kept on every resend until its answer or until
+    /// `timeout` ms (default `timing.requestTimeout`) have passed.
+    mutating func request(_ message: ClientMessage, timeout: Int64? = nil) -> String {
         let id = newID("rp")
         guard !isClosed else {
             actions.append(.reply(id: id, .failure(closedError)))
             return id
         }
         let frame = ClientCodec.encode(ClientEnvelope(id: id, message))
-        pending.append(Pending(id: id, frame: frame))
+        let wait = max(0, timeout ?? timing.requestTimeout)
+        pending.append(Pending(id: id, frame: frame, deadline: clock.now() + wait, timeout: wait))
         if case .connected = phase { sendPending(pending.count - 1) }
         ensureStarted()
         return id
@@ -256,6 +266,8 @@ struct ClientCore {
         case .warning(let ride, let remaining):
             guard let f = feeds[ride], f.subscribeID == nil else { return }
             actions.append(.event(ride: ride, .warning(remaining: remaining), latest: f.latest))
+        case .zone:
+            break  // Zone pushes reach the SDK's feeds once the server sends them (docs/zones.md).
         case .unsubscribed(_, let id), .quote(_, let id), .share(_, let id):
             if let id, let i = pending.firstIndex(where: { $0.id == id }) {
                 pending.remove(at: i)
@@ -288,6 +300,8 @@ struct ClientCore {
             t += feeds.values.compactMap(\.resubscribeAt)
         default: break
         }
+        // Connected or not: a request's own timeout runs in every phase.
+        t += pending.map(\.deadline)
         return t.min()
     }
 
@@ -298,6 +312,7 @@ struct ClientCore {
 
     mutating func wake() {
         let now = clock.now()
+        expireRequests(now)
         switch phase {
         case .waiting(let until) where now >= until:
             beginConnect()
@@ -379,6 +394,15 @@ struct ClientCore {
         }
     }
 
+    /// Requests past their deadline fail with `.timedOut` and are not sent again.
+    private mutating func expireRequests(_ now: Int64) {
+        guard pending.contains(where: { now >= $0.deadline }) else { return }
+        for p in pending where now >= p.deadline {
+            actions.append(.reply(id: p.id, .failure(.timedOut(after: .milliseconds(p.timeout)))))
+        }
+        pending.removeAll { now >= $0.deadline }
+    }
+
     private mutating func sendPending(_ i: Int) {
         pending[i].sentAt = clock.now()
         actions.append(.send(pending[i].frame))
@@ -432,10 +456,15 @@ struct ClientCore {
             return
         }
         guard let i = pending.firstIndex(where: { $0.id == id }) else { return }
-        if retryable, pending[i].retries < timing.maxRetries {
+        let delay = timing.retryDelay << Int64(pending[i].retries)
+        // A retry that could not be answered before the request's deadline is not made: the
+        // app gets the server's answer now rather than a timeout later.
+        if retryable, pending[i].retries < timing.maxRetries, clock.now() + delay < pending[i].deadline {
             pending[i].retries += 1
             pending[i].sentAt = nil
-            pending[i].retryAt = clock.now() + timing.retryDelay << Int64(pending[i].retries - 1)
+            pending[i].retryAt = clock.now() + delay
+            actions.append(.retrying(RequestRetry(error: e, attempt: pending[i].retries, attempts: timing.maxRetries,
+                                                  delay: .milliseconds(delay))))
             return
         }
         pending.remove(at: i)

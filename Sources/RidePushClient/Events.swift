@@ -51,6 +51,25 @@ public enum ClosedReason: Sendable, Equatable {
     case closedByClient
 }
 
+/// The server answered a request `unavailable` (its store cannot record now) or `rate_limited`;
+/// the client sends it again, same id, after `delay` (1, 2, 4, 8, 16 s). Yielded by
+/// `RidePushClient.retries`, so an app can say so at once instead of looking stuck.
+public struct RequestRetry: Sendable, Equatable {
+    /// The server's answer, with its message.
+    public let error: ProtocolError
+    /// This retry's number, from 1, and how many there will be at most.
+    public let attempt: Int
+    public let attempts: Int
+    public let delay: Duration
+
+    public init(error: ProtocolError, attempt: Int, attempts: Int, delay: Duration) {
+        self.error = error
+        self.attempt = attempt
+        self.attempts = attempts
+        self.delay = delay
+    }
+}
+
 public enum RidePushError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered the request with an error (`ride_not_found`, `invalid_transition`, …).
     case server(ProtocolError)
@@ -58,6 +77,10 @@ public enum RidePushError: Error, Sendable, Equatable, CustomStringConvertible {
     case closed(ClosedReason)
     /// The server answered with a message of another type than the request expects.
     case unexpectedReply(String)
+    /// No answer within the request's timeout (`Configuration.requestTimeout` or the call's own),
+    /// connected or not. The request is not sent again; a control message already sent may still
+    /// have been applied (`get` tells).
+    case timedOut(after: Duration)
 
     public var description: String {
         switch self {
@@ -65,6 +88,9 @@ public enum RidePushError: Error, Sendable, Equatable, CustomStringConvertible {
         case .closed(.unauthorized(let why)): return "unauthorized: \(why)"
         case .closed(.closedByClient): return "the client was closed"
         case .unexpectedReply(let t): return "unexpected reply \(t)"
+        case .timedOut(let d):
+            let ms = d.millis
+            return ms % 1000 == 0 ? "no answer within \(ms / 1000) s" : "no answer within \(ms) ms"
         }
     }
 }

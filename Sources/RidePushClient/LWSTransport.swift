@@ -68,6 +68,7 @@ final class LWSClientLoop: @unchecked Sendable {
         info.protocols = UnsafePointer(protocols)
         info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
         info.user = Unmanaged.passUnretained(self).toOpaque()
+        LWSLog.applyCurrent()
         context = lws_create_context(&info)
         let thread = Thread { [self] in
             guard let ctx = context else { return }

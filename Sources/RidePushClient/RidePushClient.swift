@@ -8,10 +8,16 @@ import RideProtocol
 ///
 /// ```swift
 /// let client = RidePushClient(url: URL(string: "wss://rides.example.com/ws")!) { try await api.rideToken() }
-/// let ride = try await client.start(plan: "default")
+/// let ride = try await client.start()
 /// for try await event in client.ride(ride.ride) { … }
 /// ```
 public final class RidePushClient: Sendable {
+    /// How much a log line matters, for `Configuration.logHandler`.
+    public enum LogLevel: Int, Sendable, Comparable {
+        case debug, info, warning, error
+        public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    }
+
     public struct Configuration: Sendable {
         public var transport: any RidePushTransportFactory = DefaultTransportFactory()
         /// First backoff ceiling; it doubles per failed attempt up to `maximumBackoff`.
@@ -22,10 +28,17 @@ public final class RidePushClient: Sendable {
         public var connectTimeout: Duration = .seconds(10)
         /// Ask the token provider this long before the token's `exp`.
         public var refreshBeforeExpiry: Duration = .seconds(60)
+        /// A request (start, pause, …, share) with no answer this long after the call throws
+        /// `RidePushError.timedOut`, connected or not; each call may pass its own `timeout:`.
+        public var requestTimeout: Duration = .seconds(30)
+        /// Where the client's log lines go: connection changes, and on Linux libwebsockets'
+        /// errors and warnings. nil (the default): the SDK prints nothing.
+        public var logHandler: (@Sendable (LogLevel, String) -> Void)?
         public init() {}
     }
 
     let engine: Engine
+    private let logKey: UInt64?
 
     /// `tokenProvider` is asked before the first connection, when the token is about to
     /// expire, and once after the server refused it as expired; return nil for a server
@@ -38,17 +51,30 @@ public final class RidePushClient: Sendable {
         timing.watchdog = configuration.watchdog.millis
         timing.connectTimeout = configuration.connectTimeout.millis
         timing.refreshBefore = configuration.refreshBeforeExpiry.millis
+        timing.requestTimeout = configuration.requestTimeout.millis
         self.init(url: url, transport: configuration.transport, clock: SteadyWallClock(),
-                  random: SystemRandomNumberGenerator(), timing: timing, tokenProvider: tokenProvider)
+                  random: SystemRandomNumberGenerator(), timing: timing, log: configuration.logHandler,
+                  tokenProvider: tokenProvider)
     }
 
     init(url: URL, transport: any RidePushTransportFactory, clock: any RideClock, random: any RandomNumberGenerator,
-         timing: ClientCore.Timing, tokenProvider: @escaping @Sendable () async throws -> String?) {
+         timing: ClientCore.Timing, log: (@Sendable (LogLevel, String) -> Void)? = nil,
+         tokenProvider: @escaping @Sendable () async throws -> String?) {
         engine = Engine(url: url, transport: transport,
-                        core: ClientCore(clock: clock, random: random, timing: timing), tokenProvider: tokenProvider)
+                        core: ClientCore(clock: clock, random: random, timing: timing), log: log, tokenProvider: tokenProvider)
+        #if canImport(Darwin)
+        logKey = nil
+        #else
+        logKey = log.map { LWSLog.add($0) }
+        #endif
     }
 
-    deinit { engine.post { $0.core.close() } }
+    deinit {
+        engine.post { $0.core.close() }
+        #if !canImport(Darwin)
+        if let logKey { LWSLog.remove(logKey) }
+        #endif
+    }
 
     /// The ride's live events; the first is its current snapshot. Resubscribes after every
     /// reconnect (the fresh snapshot first again). Finishes after `.ended`; throws when the
@@ -69,40 +95,57 @@ public final class RidePushClient: Sendable {
         return stream
     }
 
-    /// Starts a ride; nil `ride` lets the server pick an id. Retried with the same request id
-    /// across reconnects: applied once.
-    public func start(ride: String? = nil, plan: String? = nil, limit: Duration? = nil) async throws -> RideSnapshot {
-        try await snapshot(.start(ride: ride, plan: plan, limit: limit.map { $0.components.seconds }))
+    /// Requests the server answered `unavailable` or `rate_limited`, as they are retried.
+    public var retries: AsyncStream<RequestRetry> {
+        let (stream, continuation) = AsyncStream<RequestRetry>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        engine.post { e in
+            let key = e.nextKey()
+            e.retryWatchers[key] = continuation
+            continuation.onTermination = { [e] _ in e.post { $0.retryWatchers[key] = nil } }
+        }
+        return stream
     }
 
-    public func pause(_ ride: String) async throws -> RideSnapshot {
-        try await snapshot(.control(.pause, ride: ride, metres: nil))
+    // Every request below: while disconnected it waits (queued, sent once connected, resent
+    // with the same id after a reconnect) until its answer or `timeout` (default
+    // `Configuration.requestTimeout`), then throws `RidePushError.timedOut`.
+
+    /// Starts a ride; nil `ride` lets the server pick an id, nil `plan` takes the server's
+    /// default plan. Retried with the same request id across reconnects: applied once.
+    public func start(ride: String? = nil, plan: String? = nil, limit: Duration? = nil,
+                      timeout: Duration? = nil) async throws -> RideSnapshot {
+        try await snapshot(.start(ride: ride, plan: plan, limit: limit.map { $0.components.seconds }), timeout)
     }
 
-    public func resume(_ ride: String) async throws -> RideSnapshot {
-        try await snapshot(.control(.resume, ride: ride, metres: nil))
+    public func pause(_ ride: String, timeout: Duration? = nil) async throws -> RideSnapshot {
+        try await snapshot(.control(.pause, ride: ride, metres: nil), timeout)
+    }
+
+    public func resume(_ ride: String, timeout: Duration? = nil) async throws -> RideSnapshot {
+        try await snapshot(.control(.resume, ride: ride, metres: nil), timeout)
     }
 
     /// Ends the ride; the snapshot carries the receipt. `distance` in metres, when known.
-    public func end(_ ride: String, distance: Int64? = nil) async throws -> RideSnapshot {
-        try await snapshot(.control(.end, ride: ride, metres: distance))
+    public func end(_ ride: String, distance: Int64? = nil, timeout: Duration? = nil) async throws -> RideSnapshot {
+        try await snapshot(.control(.end, ride: ride, metres: distance), timeout)
     }
 
     /// The ride once, without subscribing.
-    public func get(_ ride: String) async throws -> RideSnapshot {
-        try await snapshot(.get(ride: ride))
+    public func get(_ ride: String, timeout: Duration? = nil) async throws -> RideSnapshot {
+        try await snapshot(.get(ride: ride), timeout)
     }
 
     /// What `seconds` of riding and `paused` seconds of pause cost on a plan.
-    public func quote(plan: String? = nil, seconds: Int64, paused: Int64 = 0) async throws -> QuoteReply {
-        let m = try await engine.request(.quote(plan: plan, seconds: seconds, paused: paused))
+    public func quote(plan: String? = nil, seconds: Int64, paused: Int64 = 0,
+                      timeout: Duration? = nil) async throws -> QuoteReply {
+        let m = try await engine.request(.quote(plan: plan, seconds: seconds, paused: paused), timeout: timeout)
         guard case .quote(let q, _) = m else { throw RidePushError.unexpectedReply(m.type) }
         return q
     }
 
     /// A watch-only link to the ride (its rider only).
-    public func share(_ ride: String) async throws -> ShareLink {
-        let m = try await engine.request(.share(ride: ride))
+    public func share(_ ride: String, timeout: Duration? = nil) async throws -> ShareLink {
+        let m = try await engine.request(.share(ride: ride), timeout: timeout)
         guard case .share(let s, _) = m else { throw RidePushError.unexpectedReply(m.type) }
         return s
     }
@@ -116,8 +159,8 @@ public final class RidePushClient: Sendable {
     /// For good: feeds finish, unanswered requests throw `.closed(.closedByClient)`.
     public func close() { engine.post { $0.core.close() } }
 
-    private func snapshot(_ m: ClientMessage) async throws -> RideSnapshot {
-        let reply = try await engine.request(m)
+    private func snapshot(_ m: ClientMessage, _ timeout: Duration?) async throws -> RideSnapshot {
+        let reply = try await engine.request(m, timeout: timeout)
         guard case .state(let s, _) = reply else { throw RidePushError.unexpectedReply(reply.type) }
         return s
     }
@@ -190,14 +233,18 @@ final class Engine: @unchecked Sendable {
     var feeds: [String: [UInt64: FeedSink]] = [:]
     var waiters: [String: CheckedContinuation<ServerMessage, any Error>] = [:]
     var stateWatchers: [UInt64: AsyncStream<ConnectionState>.Continuation] = [:]
+    var retryWatchers: [UInt64: AsyncStream<RequestRetry>.Continuation] = [:]
     var lastState: ConnectionState = .idle
+    let log: (@Sendable (RidePushClient.LogLevel, String) -> Void)?
     private var keys: UInt64 = 0
 
     init(url: URL, transport: any RidePushTransportFactory, core: ClientCore,
+         log: (@Sendable (RidePushClient.LogLevel, String) -> Void)?,
          tokenProvider: @escaping @Sendable () async throws -> String?) {
         self.url = url
         factory = transport
         self.core = core
+        self.log = log
         self.tokenProvider = tokenProvider
     }
 
@@ -216,13 +263,13 @@ final class Engine: @unchecked Sendable {
 
     /// A request's answer. Cancelling the calling task stops waiting for it (a control
     /// message already sent may still be applied; its id is not sent again).
-    func request(_ m: ClientMessage) async throws -> ServerMessage {
+    func request(_ m: ClientMessage, timeout: Duration? = nil) async throws -> ServerMessage {
         let handle = RequestHandle()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<ServerMessage, any Error>) in
                 post { e in
                     guard !handle.state.withLock({ $0.cancelled }) else { return c.resume(throwing: CancellationError()) }
-                    let id = e.core.request(m)
+                    let id = e.core.request(m, timeout: timeout?.millis)
                     handle.state.withLock { $0.id = id }
                     e.waiters[id] = c
                 }
@@ -284,8 +331,15 @@ final class Engine: @unchecked Sendable {
             }
         case .state(let s):
             lastState = s
+            if let log, let (level, line) = Self.logLine(s, url) { log(level, line) }
             for c in stateWatchers.values { c.yield(s) }
-            if case .closed = s { for c in stateWatchers.values { c.finish() } }
+            if case .closed = s {
+                for c in stateWatchers.values { c.finish() }
+                for c in retryWatchers.values { c.finish() }
+            }
+        case .retrying(let r):
+            log?(.warning, "\(r.error.code.rawValue): \(r.error.message); retrying in \(r.delay.millis) ms (\(r.attempt)/\(r.attempts))")
+            for c in retryWatchers.values { c.yield(r) }
         case .event(let ride, let ev, let latest):
             for sink in (feeds[ride] ?? [:]).values {
                 sink.latest.value.withLock { $0 = latest }
@@ -302,6 +356,19 @@ final class Engine: @unchecked Sendable {
             case .success(let m): c.resume(returning: m)
             case .failure(let e): c.resume(throwing: e)
             }
+        }
+    }
+
+    /// A connection change as a log line (nil: not worth one).
+    static func logLine(_ s: ConnectionState, _ url: URL) -> (RidePushClient.LogLevel, String)? {
+        switch s {
+        case .connecting(let attempt): return (.debug, "connecting to \(url.absoluteString) (attempt \(attempt + 1))")
+        case .connected: return (.info, "connected to \(url.absoluteString)")
+        case .waitingToReconnect(let delay, let why):
+            return (.warning, "disconnected (\(why)); reconnecting in \(delay.millis) ms")
+        case .closed(.unauthorized(let why)): return (.error, "closed: the server refused the token: \(why)")
+        case .closed(.closedByClient): return (.debug, "closed by the app")
+        case .idle, .suspended: return nil
         }
     }
 

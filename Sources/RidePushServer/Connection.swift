@@ -255,6 +255,10 @@ struct Connection {
             out.append(.send(ServerMessages.quote(id: env.id, plan: plan, quote: q, seconds: seconds, paused: paused, prefix: pre)))
         case .auth:
             break
+        case .position:
+            // Decoded since ride.v1 has positions (docs/zones.md); answered as before until the
+            // ride engine takes them.
+            out.append(.send(ServerMessages.error(ProtocolError(.unknownType, "unknown message type \"position\" (this server does not take positions yet)", id: env.id), prefix: pre)))
         }
     }
 

@@ -114,7 +114,7 @@ struct Listener {
                 }
             }
         }
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

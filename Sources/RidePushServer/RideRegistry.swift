@@ -50,7 +50,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         for p in plans { byID[p.id] = p }
         self.plans = byID
         boxes = byID.mapValues(PlanBox.init)
-        defaultPlan = byID["default"] ?? plans.first ?? .standard
+        defaultPlan = FarePlan.defaultPlan(of: plans)
         self.shards = shards
         self.clock = clock
         self.metrics = metrics

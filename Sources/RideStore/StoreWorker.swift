@@ -3,7 +3,9 @@ import Synchronization
 
 /// What a store worker runs: turns a group of queued jobs into writes (deciding them; it may
 /// read the store), hears how the commit went, and once the group is durable tells everyone.
-public protocol GroupCommitClient: AnyObject {
+/// (SendableMetatype: the worker's threads start from closures that capture the worker, and
+/// with it its `Client` type.)
+public protocol GroupCommitClient: AnyObject, SendableMetatype {
     associatedtype Job: Sendable
     /// What `finish` keeps for `publish`: the group's replies and pushes.
     associatedtype Group

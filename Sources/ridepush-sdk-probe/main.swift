@@ -8,7 +8,8 @@ import RidePushClient
 //   ridepush-sdk-probe many URL PREFIX N TICKS       N clients, one per ride PREFIX-0 … PREFIX-(N-1),
 //                                                    until each saw TICKS ticks; then RSS and threads
 // A token, if any, comes from RIDEPUSH_TOKEN. The feeds run in detached tasks: the main
-// thread (the main actor) only waits.
+// thread (the main actor) only waits. RIDEPUSH_PROBE_LOG=1 gives the clients a log handler
+// that writes `log LEVEL LINE` to stderr; without it the SDK must print nothing at all.
 
 signal(SIGPIPE, SIG_IGN)
 // One socket per client: lift the soft file limit toward the hard one (at most 20,000).
@@ -59,9 +60,14 @@ guard args.count >= 4, let url = URL(string: args[2]) else {
     exit(2)
 }
 
+var config = RidePushClient.Configuration()
+if ProcessInfo.processInfo.environment["RIDEPUSH_PROBE_LOG"] == "1" {
+    config.logHandler = { level, line in FileHandle.standardError.write(Data("log \(level) \(line)\n".utf8)) }
+}
+
 switch args[1] {
 case "watch":
-    let client = RidePushClient(url: url) { token }
+    let client = RidePushClient(url: url, configuration: config) { token }
     let ride = args[3]
     Task.detached {
         for await s in client.connectionStates {
@@ -96,7 +102,7 @@ case "many":
     let started = Date()
     var clients: [RidePushClient] = []
     for i in 0..<n {
-        let client = RidePushClient(url: url) { token }
+        let client = RidePushClient(url: url, configuration: config) { token }
         clients.append(client)
         let ride = "\(args[3])-\(i)"
         Task.detached {

@@ -1,4 +1,3 @@
-import CLibWebSockets
 import Foundation
 import RideCore
 import RideOptions
@@ -21,7 +20,7 @@ let rideOptions = OptionTable(usage: """
     .int("--limit", placeholder: "SECONDS", range: 1...Int(InputBounds.maxQuantity), unit: "seconds", help: "start: the ride's time limit"),
     .int("--distance", placeholder: "METRES", range: 0...Int(InputBounds.maxQuantity), unit: "metres", help: "end: the distance ridden"),
     .choice("--lang", of: ["ko", "en"], help: "output language (default: Korean when LC_ALL or LANG starts with ko, else English)"),
-    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share: give up after this long"),
+    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share: give up after this long (an unavailable or rate_limited answer is retried after 1, 2, 4, 8 s while this allows, then the server's answer is printed)"),
     .flag("--insecure", help: "with wss://, accept a self-signed certificate"),
 ], footer: """
     A device client on the RidePushClient SDK: requests are retried across reconnects with one
@@ -87,14 +86,17 @@ struct Words: Sendable {
     func receipt(_ r: Receipt) -> [String] {
         var out: [String] = []
         for l in r.lines {
-            var label = l.label
-            if korean {
-                label = ["unlock": "잠금 해제", "riding": "주행", "distance": "거리", "pause": "일시정지",
-                         "cap": "상한 할인", "floor": "최소 요금 조정"][l.label] ?? l.label
-            }
-            if let m = l.minutes { label += korean ? " \(m)분" : " \(m) min" }
-            if let k = l.km { label += " \(k) km" }
-            out.append("  \(label) \(money(l.amount, r.currency))")
+            // The page's receipt words (public/i18n.js, receipt.*), so a rider reading both
+            // sees one name per line; English in the CLI's lower case.
+            let label = (korean
+                ? ["unlock": "잠금 해제", "riding": "주행", "distance": "주행 거리", "pause": "일시정지 요금",
+                   "cap": "요금 상한 할인", "floor": "할인 한도 조정"]
+                : ["unlock": "unlock", "riding": "riding", "distance": "distance", "pause": "pause charge",
+                   "cap": "fare cap", "floor": "discount limited to the fare"])[l.label] ?? l.label
+            var text = label
+            if let m = l.minutes { text += korean ? " \(m)분" : " \(m) min" }
+            if let k = l.km { text += " \(k) km" }
+            out.append("  \(text) \(money(l.amount, r.currency))")
         }
         let reason: String
         switch r.reason {
@@ -121,11 +123,24 @@ struct Words: Sendable {
         case .conflict: return "오류: 이미 있는 대여 번호입니다 (\(r))"
         case .forbidden: return "오류: 이 토큰으로는 할 수 없습니다 (\(r))"
         case .planNotFound: return "오류: 없는 요금제입니다"
-        case .unavailable: return "오류: 서버가 지금 기록할 수 없습니다. 잠시 후 다시 시도하세요"
-        case .rateLimited: return "오류: 요청이 너무 많습니다. 잠시 후 다시 시도하세요"
+        case .unavailable: return "오류: 서버가 지금 기록할 수 없습니다 (\(e.message)). 잠시 후 다시 시도하세요"
+        case .rateLimited: return "오류: 요청이 너무 많습니다 (\(e.message)). 잠시 후 다시 시도하세요"
+        case .startNotAllowed: return "오류: 대여를 시작할 수 없는 구역입니다 (\(e.message))"
+        case .endNotAllowed: return "오류: 반납할 수 없는 구역입니다 (\(e.message))"
+        case .positionRequired: return "오류: 최근 위치가 없어 반납할 수 없습니다. 위치를 보낸 뒤 다시 반납하세요"
         case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .tooManyRides, .unauthorized:
             return "오류 \(e.code.rawValue)"
         }
+    }
+
+    /// `unavailable: ride storage is unavailable: …; retrying in 2 s (2/5)`: the server's answer at once.
+    func retrying(_ r: RequestRetry) -> String {
+        let secs = r.delay.components.seconds
+        if korean {
+            let what = r.error.code == .rateLimited ? "요청이 너무 많습니다" : "서버가 지금 기록할 수 없습니다"
+            return "\(what) (\(r.error.message)). \(secs)초 후 다시 시도합니다 (\(r.attempt)/\(r.attempts))"
+        }
+        return "\(r.error.code.rawValue): \(r.error.message); retrying in \(secs) s (\(r.attempt)/\(r.attempts))"
     }
 
     func connection(_ s: ConnectionState, url: String) -> String? {
@@ -190,8 +205,8 @@ func rideCommand(_ args: [String]) -> Int32 {
         return fail("ride: --token-file \(f): cannot read the file")
     }
 
-    // The SDK reports every failure itself; lws's own log lines would only repeat them.
-    lws_set_log_level(0, nil)
+    // No log handler: the SDK (and libwebsockets under it) prints nothing; every failure is
+    // reported below in the command's own words.
     signal(SIGPIPE, SIG_IGN)
     exitOnInterrupt()
 
@@ -218,23 +233,28 @@ func rideCommand(_ args: [String]) -> Int32 {
     }
 
     Task {
+        for await r in client.retries { printErr(words.retrying(r)) }
+    }
+
+    Task {
         defer { done.signal() }
         do {
             if watching {
                 try await watch(client, ride, words)
             } else {
-                let reply: RideSnapshot? = try await withDeadline(seconds: waitSeconds) {
-                    switch verb {
-                    case "start": return try await client.start(ride: a.string("--ride"), plan: a.string("--plan"), limit: limit.map { .seconds($0) })
-                    case "pause": return try await client.pause(ride)
-                    case "resume": return try await client.resume(ride)
-                    case "end": return try await client.end(ride, distance: distance)
-                    case "get": return try await client.get(ride)
-                    default:
-                        let link = try await client.share(ride)
-                        print(absolute(link.url, from: url))
-                        return nil
-                    }
+                let wait = Duration.seconds(waitSeconds)
+                let reply: RideSnapshot?
+                switch verb {
+                case "start": reply = try await client.start(ride: a.string("--ride"), plan: a.string("--plan"),
+                                                             limit: limit.map { .seconds($0) }, timeout: wait)
+                case "pause": reply = try await client.pause(ride, timeout: wait)
+                case "resume": reply = try await client.resume(ride, timeout: wait)
+                case "end": reply = try await client.end(ride, distance: distance, timeout: wait)
+                case "get": reply = try await client.get(ride, timeout: wait)
+                default:
+                    let link = try await client.share(ride, timeout: wait)
+                    print(absolute(link.url, from: url))
+                    reply = nil
                 }
                 guard let snapshot = reply else { return }
                 print(words.line(snapshot))
@@ -246,11 +266,9 @@ func rideCommand(_ args: [String]) -> Int32 {
             case .server(let pe) where pe.code == .unauthorized: printErr(words.tokenHint(pe.message))
             case .server(let pe): printErr(words.error(pe, ride: ride.isEmpty ? a.string("--ride") : ride))
             case .closed(.unauthorized(let why)): printErr(words.tokenHint(why))
+            case .timedOut: printErr(words.gaveUp(urlText, seconds: waitSeconds, last: outcome.lastState.withLock { $0 }))
             default: printErr("\(e)")
             }
-        } catch is DeadlineExceeded {
-            outcome.status.withLock { $0 = 1 }
-            printErr(words.gaveUp(urlText, seconds: waitSeconds, last: outcome.lastState.withLock { $0 }))
         } catch {
             outcome.status.withLock { $0 = 1 }
             printErr("\(error)")
@@ -282,20 +300,6 @@ func watch(_ client: RidePushClient, _ ride: String, _ words: Words) async throw
             print(words.warning(ride, remaining))
         }
         fflush(nil)
-    }
-}
-
-struct DeadlineExceeded: Error {}
-
-func withDeadline<T: Sendable>(seconds: Int, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw DeadlineExceeded()
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
     }
 }
 

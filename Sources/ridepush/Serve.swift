@@ -21,7 +21,7 @@ let serveOptions: OptionTable = {
         .string("--store-password-file", placeholder: "F", env: "RIDEPUSH_STORE_PASSWORD_FILE", help: "PostgreSQL password, first line of F; else from the URI, PGPASSFILE or ~/.pgpass"),
         .string("--plans", placeholder: "FILE", env: "RIDEPUSH_PLANS", help: "GBFS system_pricing_plans.json with the fare plans; without it the built-in plan"),
         .choice("--auth", of: ["jwt", "none"], env: "RIDEPUSH_AUTH", default: "jwt", help: "jwt: tokens required; none: anyone may do anything, refused with a non-loopback --host"),
-        .string("--jwt-secret-file", placeholder: "FILE", help: "HS256 secret, or RIDEPUSH_JWT_SECRET; without either a random secret is made for this process and a page URL with a token printed"),
+        .string("--jwt-secret-file", placeholder: "FILE", help: "HS256 secret, or RIDEPUSH_JWT_SECRET; without either a random secret is made once and kept in ridepush.secret beside the SQLite store (mode 0600; per process with --store memory or PostgreSQL), and the page, device-client and operator console links are printed with tokens"),
         .string("--tls-cert", placeholder: "FILE", env: "RIDEPUSH_TLS_CERT", help: "PEM certificate: serve https:// and wss://"),
         .string("--tls-key", placeholder: "FILE", env: "RIDEPUSH_TLS_KEY", help: "PEM private key"),
         .int("--threads", range: 1...64, env: "RIDEPUSH_THREADS", default: min(64, ProcessInfo.processInfo.activeProcessorCount), defaultShown: "number of cores", help: "service threads"),
@@ -32,7 +32,7 @@ let serveOptions: OptionTable = {
         .flag("--trust-proxy", env: "RIDEPUSH_TRUST_PROXY", help: "behind a reverse proxy on this host: count connections from a loopback peer by their X-Real-IP (or last X-Forwarded-For) address; without it those headers are ignored"),
         .int("--control-rate", range: 1...Int.max, default: d.controlRate, help: "control messages per second per connection"),
         .int("--keepalive", placeholder: "SECONDS", range: 2...3600, env: "RIDEPUSH_KEEPALIVE", default: d.keepalive, help: "drop peers silent this long; ping at half"),
-        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "close with 4401 a WebSocket session that has not authenticated by then"),
+        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008)"),
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
@@ -78,7 +78,9 @@ func serveCommand(_ args: [String]) -> Int32 {
             let data = try readPlansFile(path)
             do { c.plans = try GBFSPlans.load(data) } catch { throw ServerError("--plans \(path): \(error)") }
         }
-        var printToken: String?
+        var links: (control: String, ops: String)?
+        var secretNote = ""
+        var configuredSecret: [UInt8]?
         switch o.string("--auth")! {
         case "none":
             guard c.host.hasPrefix("127.") || c.host == "localhost" || c.host == "::1" || c.host == "[::1]" else {
@@ -86,18 +88,10 @@ func serveCommand(_ args: [String]) -> Int32 {
             }
             Log.warn("authentication is OFF (--auth none): anyone who can reach the port may start, end and watch any ride")
         default:
-            let secret: [UInt8]
             do {
-                if let s = try loadSecret(file: o.string("--jwt-secret-file"), environment: env) {
-                    secret = s
-                } else {
-                    secret = TokenSigner.randomSecret()
-                    let now = Int64(Date().timeIntervalSince1970)
-                    let claims = TokenClaims(sub: "local", scope: .control, exp: now + 12 * 3600, iat: now)
-                    printToken = TokenSigner(secret: secret).sign(claims)
-                }
+                configuredSecret = try loadSecret(file: o.string("--jwt-secret-file"), environment: env)
             } catch { throw ServerError(error.message) }
-            c.auth = .jwt(secret: secret)
+            c.auth = .jwt(secret: configuredSecret ?? [])  // a generated one is set once the store opened
         }
         let store: RideStore
         if c.store == "memory" {
@@ -111,6 +105,18 @@ func serveCommand(_ args: [String]) -> Int32 {
                 throw ServerError("--store \(c.store): no such file. Check the path; to start a new, empty store there, add --create-store (RIDEPUSH_CREATE_STORE=1)")
             }
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
+        }
+        // After the store: its folder exists, and a refused store leaves no secret file behind.
+        if case .jwt = c.auth, configuredSecret == nil {
+            let secret: [UInt8]
+            do { (secret, secretNote) = try generatedSecret(store: c.store) } catch {
+                throw ServerError("\(error.message) (with no secret configured the server keeps the one it makes beside the store; or set RIDEPUSH_JWT_SECRET or --jwt-secret-file)")
+            }
+            c.auth = .jwt(secret: secret)
+            let now = Int64(Date().timeIntervalSince1970)
+            let signer = TokenSigner(secret: secret)
+            links = (signer.sign(TokenClaims(sub: "local", scope: .control, exp: now + 12 * 3600, iat: now)),
+                     signer.sign(TokenClaims(sub: "ops", scope: .control, ops: true, exp: now + 12 * 3600, iat: now)))
         }
         let hub = try Hub(config: c, store: store, faults: .fromEnvironment())
         let scheme = c.tlsCert == nil ? "http" : "https"
@@ -126,10 +132,11 @@ func serveCommand(_ args: [String]) -> Int32 {
             Log.info("serving", ["url": .string("\(scheme)://\(bound):\(hub.port)/"), "threads": .int(Int64(c.threads)),
                              "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
         }
-        if let t = printToken {
+        if let (t, ops) = links {
             print("ridepush: open \(scheme)://\(shown):\(hub.port)/?token=\(t)")
             print("ridepush: device client: RIDEPUSH_TOKEN=\(t) \(CommandLine.arguments[0]) ride start --url \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws")
-            print("ridepush: (no secret configured: a random one was made for this process; set RIDEPUSH_JWT_SECRET to keep tokens across restarts)")
+            print("ridepush: operator console: \(scheme)://\(shown):\(hub.port)/ops/?token=\(ops)")
+            print("ridepush: " + secretNote)
         }
         fflush(nil)
         waitForSignals(then: { hub.shutdown() })
@@ -139,6 +146,22 @@ func serveCommand(_ args: [String]) -> Int32 {
     } catch {
         return fail("ridepush serve: \(error.description)")
     }
+}
+
+/// The secret when none is configured, and a start-up note saying where it lives: kept in
+/// `ridepush.secret` beside a SQLite store (made on the first start, reused after), so the
+/// printed links and every token outlive a restart; per process for memory and PostgreSQL.
+func generatedSecret(store: String) throws(SecretError) -> (secret: [UInt8], note: String) {
+    if store == "memory" || PostgresSettings.isURI(store) {
+        return (TokenSigner.randomSecret(),
+                "(no secret configured: a random one was made for this process; set RIDEPUSH_JWT_SECRET to keep tokens across restarts)")
+    }
+    let path = SecretFile.path(besideStore: store)
+    let (secret, created) = try SecretFile.readOrCreate(path)
+    if let mode = SecretFile.looseMode(path) {
+        Log.warn("\(path) has mode \(mode): anyone who can read it can make tokens for this server (chmod 600 \(path))")
+    }
+    return (secret, "(no secret configured: \(created ? "made one and kept it" : "using the one kept") in \(path); the links above work after a restart, and ridepush token finds it)")
 }
 
 /// SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which

@@ -10,9 +10,10 @@ ridepush — live ride push server
 usage:
   ridepush serve [--host H] [--port P] [--public DIR] [--store PATH|memory] ...
   ridepush ride start [--ride ID] [--plan P] [--limit S] [--url ws://…/ws] [--token T]
-  ridepush ride pause|resume|end ID [--url …] [--token T]
+  ridepush ride pause|resume|get|share ID [--url …] [--token T]
+  ridepush ride end ID [--distance METRES] [--url …] [--token T]
   ridepush ride watch ID [--url …] [--token T]
-  ridepush token [--watch|--control] [--ride ID] [--sub RIDER] [--ops] [--ttl 2h]
+  ridepush token [--watch|--control] [--ride ID] [--sub RIDER] [--ops] [--ttl 2h] [--store PATH]
   ridepush bench --url ws://127.0.0.1:8080/ws -n CLIENTS ...
   ridepush --version
 
@@ -23,7 +24,11 @@ lws_set_log_level(LLL_ERR | LLL_WARN | LLL_USER, nil)
 let argv = CommandLine.arguments
 let rest = Array(argv.dropFirst(2))
 let status: Int32
-switch argv.count > 1 ? argv[1] : "--help" {
+switch argv.count > 1 ? argv[1] : "" {
+case "":
+    // No command is a usage error (a script that forgot it must not read success).
+    FileHandle.standardError.write(Data("ridepush: give a command\n\n\(usage)\n".utf8))
+    status = 2
 case "serve": status = serveCommand(rest)
 case "ride": status = rideCommand(rest)
 case "token":

@@ -73,9 +73,11 @@ final class TokenCommandTests: XCTestCase {
     }
 
     func testSecretErrors() {
-        let none = tokenCommand(arguments: ["--ride", "r-1"], environment: [:], now: now)
+        let none = tokenCommand(arguments: ["--ride", "r-1", "--store", "/nonexistent/rides.db"], environment: [:], now: now)
         XCTAssertEqual(none.status, 1)
-        XCTAssertEqual(none.output, "ridepush token: no JWT secret: set RIDEPUSH_JWT_SECRET or pass --jwt-secret-file FILE (the server's secret)\n")
+        XCTAssertEqual(none.output, "ridepush token: no JWT secret: set RIDEPUSH_JWT_SECRET or pass --jwt-secret-file FILE (the server's secret), or run where the server keeps /nonexistent/ridepush.secret (give its --store)\n")
+        let memory = tokenCommand(arguments: ["--ride", "r-1", "--store", "memory"], environment: [:], now: now)
+        XCTAssertEqual(memory.output, "ridepush token: no JWT secret: set RIDEPUSH_JWT_SECRET or pass --jwt-secret-file FILE (the server's secret)\n")
         let empty = tokenCommand(arguments: ["--ride", "r-1"], environment: ["RIDEPUSH_JWT_SECRET": ""], now: now)
         XCTAssertEqual(empty.status, 1)
         let short = tokenCommand(arguments: ["--ride", "r-1"], environment: ["RIDEPUSH_JWT_SECRET": "changeme"], now: now)

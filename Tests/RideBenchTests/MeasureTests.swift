@@ -119,6 +119,23 @@ import Testing
         #expect(o.requestTarget == "/?token=a.b%20c")
     }
 
+    @Test func wssURLsSpeakTLSOnPort443UnlessGiven() throws {
+        let a = try BenchOptions.parse(["--url", "wss://localhost/ws", "--ca", "/tmp/ca.pem"])
+        #expect(a.tls && a.port == 443 && a.host == "127.0.0.1" && a.path == "/ws" && a.caFile == "/tmp/ca.pem")
+        let b = try BenchOptions.parse(["--url", "wss://127.0.0.1:8443/ws"])
+        #expect(b.tls && b.port == 8443 && b.caFile == nil)
+        let c = try BenchOptions.parse(["--url", "ws://127.0.0.1/ws"])
+        #expect(!c.tls && c.port == 80)
+        #expect(throws: BenchError.self) { try BenchOptions.parse(["--url", "ws://127.0.0.1/ws", "--ca", "x.pem"]) }
+    }
+
+    @Test func authFrameKeepsTheTokenOutOfTheURL() throws {
+        let o = try BenchOptions.parse(["--token", "a.b.c", "--auth-frame"])
+        #expect(o.authFrame && o.token == "a.b.c")
+        #expect(o.requestTarget == "/ws")
+        #expect(throws: BenchError.self) { try BenchOptions.parse(["--auth-frame"]) }
+    }
+
     @Test func laterFlagsWin() throws {
         // workers get the parent's flags plus their own --worker/--procs
         let o = try BenchOptions.parse(["-n", "100", "--procs", "1", "--no-create", "--worker", "1", "--procs", "2"])
@@ -126,7 +143,7 @@ import Testing
     }
 
     @Test func rejectsBadInput() {
-        #expect(throws: BenchError.self) { try BenchOptions.parse(["--url", "wss://127.0.0.1/ws"]) }
+        #expect(throws: BenchError.self) { try TransitionOptions.parse(["--url", "wss://127.0.0.1/ws"]) }  // the fan-out bench speaks TLS, this one not
         #expect(throws: BenchError.self) { try BenchOptions.parse(["--url", "ws://example.com/ws"]) }
         #expect(throws: BenchError.self) { try BenchOptions.parse(["-n", "40000", "--procs", "1"]) }
         #expect(throws: BenchError.self) { try BenchOptions.parse(["--bogus"]) }

@@ -42,6 +42,19 @@ import Testing
         #expect(payloads(out) == [#"{"type":"start","id":"11.1.s.4242","ride":"bt4242-11-1"}"#])
     }
 
+    @Test func startsOnlyLanesOpenANewRideEachTime() {
+        var lanes = TransitionLanes(count: 2, run: 9, startsOnly: true)
+        var out: [UInt8] = []
+        for _ in 0..<3 {
+            lanes.appendRequest(1, to: &out)
+            lanes.sentAt[1] = 1
+            lanes.answered(1)
+        }
+        #expect(payloads(out) == [#"{"type":"start","id":"1.0.s.9","ride":"bt9-1-0"}"#,
+                                  #"{"type":"start","id":"1.1.s.9","ride":"bt9-1-1"}"#,
+                                  #"{"type":"start","id":"1.2.s.9","ride":"bt9-1-2"}"#])
+    }
+
     @Test func aReplyMatchesOnlyTheIdItsLaneHasInFlight() {
         var lanes = TransitionLanes(count: 12, run: 77)
         var out: [UInt8] = []

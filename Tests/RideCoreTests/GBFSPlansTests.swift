@@ -213,16 +213,46 @@ struct GBFSParseTests {
 
     @Test func emptyPlanList() throws {
         #expect(try GBFSPlans.parse(doc("")) == [])
-        #expect(try GBFSPlans.load(doc("")) == [.standard])
+        #expect(throws: PlanError.self) { try GBFSPlans.load(doc("")) }
+        do { _ = try GBFSPlans.load(doc("")) } catch {
+            #expect(error.description == "system_pricing_plans: data.plans: has no plans; give at least one (without --plans the built-in plan is used)")
+        }
     }
 
-    @Test func defaultPlanIsAddedUnlessDefined() throws {
+    /// Issue 26: a plans file is published as given, and its own plan is the default.
+    @Test func loadAddsNothingAndTheFirstPlanIsTheDefault() throws {
         let loaded = try GBFSPlans.load(bytes(specUSDText))
-        #expect(loaded.map(\.id) == ["default", "plan2"])
-        #expect(loaded[0] == .standard)
-        let own = try GBFSPlans.load(doc(#"{"plan_id":"default","name":"Mine","currency":"EUR","price":1,"is_taxable":false,"description":"d"}"#))
-        #expect(own.map(\.id) == ["default"])
-        #expect(own[0].currency.code == "EUR")
+        #expect(loaded == (try GBFSPlans.parse(bytes(specUSDText))))
+        #expect(loaded.map(\.id) == ["plan2"])
+        #expect(FarePlan.defaultPlan(of: loaded).id == "plan2")
+        #expect(FarePlan.defaultPlan(of: loaded).currency.code == "USD")
+        #expect(FarePlan.defaultPlan(of: []) == .standard)
+        #expect(FarePlan.defaultPlan(of: [.standard]) == .standard)
+    }
+
+    @Test func theMarkedPlanIsTheDefaultAndRoundTripsThroughTheDocument() throws {
+        let two = doc(#"{"plan_id":"a","name":"A","currency":"EUR","price":1,"is_taxable":false,"description":"d"},"#
+            + #"{"plan_id":"b","name":"B","currency":"EUR","price":2,"is_taxable":false,"description":"d","_ridepush_default":true}"#)
+        let plans = try GBFSPlans.load(two)
+        #expect(plans.map(\.id) == ["a", "b"])
+        #expect(plans.map(\.isDefault) == [false, true])
+        #expect(FarePlan.defaultPlan(of: plans).id == "b")
+        let again = try GBFSPlans.parse(GBFSPlans.document(plans, lastUpdated: 0))
+        #expect(again == plans)
+        let text = String(decoding: GBFSPlans.document(plans, lastUpdated: 0), as: UTF8.self)
+        #expect(text.components(separatedBy: "\"_ridepush_default\":true").count == 2, "written once, on b")
+    }
+
+    @Test func twoDefaultsOrANonBooleanMarkerAreRefused() throws {
+        let both = doc(#"{"plan_id":"a","name":"A","currency":"EUR","price":1,"_ridepush_default":true},"#
+            + #"{"plan_id":"b","name":"B","currency":"EUR","price":2,"_ridepush_default":true}"#)
+        do { _ = try GBFSPlans.parse(both); Issue.record("accepted two defaults") } catch {
+            #expect(error.description == #"plan "b": _ridepush_default: only one plan may be the default; "a" at data.plans[0] already is"#)
+        }
+        let text = doc(#"{"plan_id":"a","name":"A","currency":"EUR","price":1,"_ridepush_default":"yes"}"#)
+        do { _ = try GBFSPlans.parse(text); Issue.record("accepted a string marker") } catch {
+            #expect(error.description.hasPrefix(#"plan "a": _ridepush_default: must be true or false"#))
+        }
     }
 }
 
@@ -238,8 +268,9 @@ struct ExamplePlansFileTests {
 
     @Test func loads() throws {
         let plans = try Self.load()
-        #expect(plans.map(\.id) == ["default", "seoul-day", "seoul-completed", "plan2", "plan3", "tokyo-15", "berlin-first-ten-free"])
-        let day = plans[1]
+        #expect(plans.map(\.id) == ["seoul-day", "seoul-completed", "plan2", "plan3", "tokyo-15", "berlin-first-ten-free"])
+        #expect(FarePlan.defaultPlan(of: plans).id == "seoul-completed", "the file marks it _ridepush_default")
+        let day = plans[0]
         #expect(day.billing == .started && day.pauseRate == 50)
         #expect(day.maxPauseSeconds == 1800 && day.maxRideSeconds == 10800)
     }
@@ -378,7 +409,7 @@ struct GBFSRefusalTests {
                   #"plan "b": _ridepush_billing: must be "started" or "completed" (got "rounded")"#),
         Malformed("misspelt extension field",
                   plan: #"{"plan_id":"b",\#(ok),"currency":"USD","price":1,"_ridepush_biling":"completed"}"#,
-                  #"plan "b": _ridepush_biling: unknown RidePush extension field (known: _ridepush_billing, _ridepush_max_pause, _ridepush_max_ride, _ridepush_pause_rate)"#),
+                  #"plan "b": _ridepush_biling: unknown RidePush extension field (known: _ridepush_billing, _ridepush_default, _ridepush_max_pause, _ridepush_max_ride, _ridepush_pause_rate)"#),
         Malformed("negative pause rate",
                   plan: #"{"plan_id":"p",\#(ok),"currency":"USD","price":1,"_ridepush_pause_rate":-0.10}"#,
                   #"plan "p": _ridepush_pause_rate: must not be negative (got -0.10)"#),

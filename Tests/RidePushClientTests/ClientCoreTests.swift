@@ -247,7 +247,8 @@ final class ClientCoreTests: XCTestCase {
     func testUnavailableIsRetriedWithTheSameIdThenReported() {
         var h = Harness()
         h.token(tok)
-        let id = h.core.request(.control(.end, ride: "r-7", metres: 1200))
+        // A minute: every retry of 1+2+4+8+16 s fits before the deadline.
+        let id = h.core.request(.control(.end, ride: "r-7", metres: 1200), timeout: 60_000)
         h.run()
         h.connectAndAuthenticate()
         let frame = #"{"type":"end","id":"\#(id)","ride":"r-7","distance":1200}"#
@@ -263,6 +264,10 @@ final class ClientCoreTests: XCTestCase {
             XCTAssertEqual(h.frames.last, frame)
         }
         XCTAssertEqual(resentAfter, [1000, 2000, 4000, 8000, 16000])
+        XCTAssertEqual(h.retries.map(\.attempt), [1, 2, 3, 4, 5])
+        XCTAssertEqual(h.retries.map(\.attempts), [5, 5, 5, 5, 5])
+        XCTAssertEqual(h.retries.map(\.delay), [1, 2, 4, 8, 16].map { .seconds($0) })
+        XCTAssertEqual(h.retries[0].error, ProtocolError(.unavailable, "store", id: id))
         h.server(unavailable)
         XCTAssertEqual(h.replies.map(\.0), [id])
         XCTAssertEqual(h.replies[0].1, .failure(.server(ProtocolError(.unavailable, "store", id: id))))
@@ -387,7 +392,8 @@ final class ClientCoreTests: XCTestCase {
         h.advanceToWakeup()
         h.connectAndAuthenticate()
         h.server(stateJSON(elapsed: 3, at: t0 + 3000, id: Harness.id(h.frames.last!)))
-        let pending = h.core.request(.control(.pause, ride: "r-42", metres: nil))
+        // Longer than the suspension: a request's timeout runs while suspended too.
+        let pending = h.core.request(.control(.pause, ride: "r-42", metres: nil), timeout: 900_000)
         h.run()
         h.do { $0.suspend() }
         XCTAssertEqual(h.disconnects, [1000])
@@ -464,5 +470,74 @@ extension ClientCoreTests {
         h.server(#"{"type":"warning","ride":"r-other","remaining":60}"#)  // the link is alive
         h.advance(millis: 20_000)
         XCTAssertEqual(h.disconnects, [])
+    }
+
+    // MARK: request timeouts
+
+    func testARequestWhileDisconnectedWaitsForItsTimeoutThenThrowsTimedOut() {
+        var h = Harness(jitter: [1000])
+        h.token(tok)
+        let id = h.core.request(.control(.pause, ride: "r-7", metres: nil))
+        h.run()
+        // The server is down: every attempt is refused, the request stays queued.
+        var waited: Int64 = 0
+        while waited < 29_000 {
+            h.fail("connection refused")
+            h.advance(millis: 1000)
+            waited += 1000
+        }
+        XCTAssertTrue(h.replies.isEmpty, "still waiting at 29 s")
+        h.advance(millis: 999)
+        XCTAssertTrue(h.replies.isEmpty, "still waiting at 29.999 s")
+        h.advance(millis: 1)
+        XCTAssertEqual(h.replies.map(\.0), [id])
+        XCTAssertEqual(h.replies[0].1, .failure(.timedOut(after: .seconds(30))))
+        XCTAssertEqual(RidePushError.timedOut(after: .seconds(30)).description, "no answer within 30 s")
+        // Connected after all: the request that timed out is not sent.
+        h.fail("connection refused")
+        h.advanceToWakeup()
+        h.connectAndAuthenticate()
+        XCTAssertFalse(h.frames.contains { $0.contains(id) })
+    }
+
+    func testACallsOwnTimeoutWinsOverTheDefault() {
+        var timing = ClientCore.Timing()
+        timing.requestTimeout = 60_000
+        var h = Harness(timing: timing)
+        h.token(tok)
+        let short = h.core.request(.get(ride: "r-1"), timeout: 2_500)
+        let long = h.core.request(.get(ride: "r-2"))
+        h.run()
+        h.connectAndAuthenticate()
+        XCTAssertEqual(h.frames.count, 3, "auth and both requests sent")
+        XCTAssertEqual(h.core.nextWakeup, h.clock.now() + 2_500)
+        h.server(#"{"type":"authenticated"}"#)  // heard from the server: the link is alive
+        h.advance(millis: 2_499)
+        XCTAssertTrue(h.replies.isEmpty)
+        h.advance(millis: 1)
+        XCTAssertEqual(h.replies.map(\.0), [short])
+        XCTAssertEqual(h.replies[0].1, .failure(.timedOut(after: .milliseconds(2_500))))
+        XCTAssertEqual(h.core.pending.map(\.id), [long], "the other request keeps waiting")
+    }
+
+    func testARetryThatCouldNotBeAnsweredBeforeTheDeadlineReportsTheServersAnswerAtOnce() {
+        var h = Harness()
+        h.token(tok)
+        let id = h.core.request(.control(.pause, ride: "r-7", metres: nil), timeout: 4_000)
+        h.run()
+        h.connectAndAuthenticate()
+        XCTAssertEqual(h.core.pending.map(\.retries), [0])
+        let unavailable = #"{"type":"error","id":"\#(id)","code":"unavailable","message":"ride storage is unavailable"}"#
+        h.server(unavailable)                 // t=0: retry in 1 s (1/5)
+        h.advance(millis: 1_000)
+        h.server(unavailable)                 // t=1: retry in 2 s (2/5), at 3 s < 4 s
+        h.advance(millis: 2_000)
+        XCTAssertTrue(h.replies.isEmpty)
+        h.server(unavailable)                 // t=3: the next retry (4 s) would be at 7 s > 4 s
+        XCTAssertEqual(h.retries.map(\.attempt), [1, 2])
+        XCTAssertEqual(h.retries.map(\.delay), [.seconds(1), .seconds(2)])
+        XCTAssertEqual(h.replies.map(\.0), [id])
+        XCTAssertEqual(h.replies[0].1, .failure(.server(ProtocolError(.unavailable, "ride storage is unavailable", id: id))))
+        XCTAssertTrue(h.core.pending.isEmpty)
     }
 }

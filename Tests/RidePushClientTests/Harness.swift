@@ -32,6 +32,7 @@ struct Harness {
     var latest: [String: RideSnapshot] = [:]
     var failedFeeds: [(String, RidePushError)] = []
     var replies: [(String, Result<ServerMessage, RidePushError>)] = []
+    var retries: [RequestRetry] = []
     var tokenFetches = 0
 
     init(jitter: [UInt64] = [UInt64.max], timing: ClientCore.Timing = ClientCore.Timing()) {
@@ -55,6 +56,7 @@ struct Harness {
                 latest[ride] = l
             case .feedFailed(let ride, let e): failedFeeds.append((ride, e))
             case .reply(let id, let r): replies.append((id, r))
+            case .retrying(let r): retries.append(r)
             }
         }
     }

@@ -1,7 +1,8 @@
 // RidePush operator console: every ride of the fleet, live, from the ops feed (watch_all:
 // one snapshot, then one `fleet` frame per second and `fleet_event`s). Shows what the server
-// sends; counts are the server's. Only the rows in view are in the DOM, so 10,000 rides cost
-// one parse and one sort a second, and a repaint of ~30 rows.
+// sends; the riding and paused counts are the server's, the ended count is the table's (see
+// renderCounts). Only the rows in view are in the DOM, so 10,000 rides cost one parse and one
+// sort a second, and a repaint of ~30 rows.
 'use strict';
 
 (function () {
@@ -62,7 +63,7 @@
     'ops.token.label': '운영자 토큰',
     'ops.token.use': '연결',
     'ops.token.none.title': '운영자 토큰이 필요합니다',
-    'ops.token.none.text': '`ridepush token --ops --control`로 만든 토큰을 붙여 넣거나 /ops/?token=… 링크로 여세요. 토큰은 이 탭에만 보관됩니다.',
+    'ops.token.none.text': '`ridepush token --ops --control`로 만든 토큰을 붙여 넣거나 `/ops/?token=…` 링크로 여세요. 토큰은 이 탭에만 보관됩니다.',
     'ops.token.dead.title': '이 토큰은 더 이상 작동하지 않습니다',
     'ops.token.dead.text': '만료되었거나 서버가 새 비밀 키로 다시 시작되었습니다. 화면의 숫자는 마지막으로 받은 값입니다. 새 운영자 토큰을 붙여 넣으세요.',
     'ops.token.forbidden.title': '운영자 토큰이 아닙니다',
@@ -122,7 +123,7 @@
     'ops.token.label': 'Operator token',
     'ops.token.use': 'Connect',
     'ops.token.none.title': 'An operator token is needed',
-    'ops.token.none.text': 'Paste a token made with `ridepush token --ops --control`, or open an /ops/?token=… link. The token is kept in this tab only.',
+    'ops.token.none.text': 'Paste a token made with `ridepush token --ops --control`, or open an `/ops/?token=…` link. The token is kept in this tab only.',
     'ops.token.dead.title': 'This token no longer works',
     'ops.token.dead.text': 'It expired, or the server restarted with a new secret. The numbers shown are the last ones received. Paste a new operator token.',
     'ops.token.forbidden.title': 'Not an operator token',
@@ -151,6 +152,7 @@
     token: window.RPSocket.takeToken(TOKEN_KEY),
     rides: new Map(),          // id -> row (see rowFrom)
     counts: null,              // the server's {riding, paused, ended}
+    ended: 'loading',          // the ended listing: 'loading' | 'done' | 'cut' (more than the bound) | 'failed'
     lastAt: 0,                 // `at` of the newest frame
     view: [],                  // rows after filter and sort
     dirty: true,               // view must be rebuilt
@@ -172,6 +174,7 @@
     confirm: null,             // {kind, ride}
     status: '',
     pool: [],                  // <tr> elements reused for visible rows
+    labels: [],                // the column names by cell index, in the page's language
     rowH: ROW_H,               // one row's real height: which rows are in view follows from it
   };
 
@@ -269,6 +272,7 @@
     S.rides.set(o.ride, r);
     flash(r);
     S.dirty = true;
+    if (o.state === 'ended') renderCounts();
     if (S.sel === o.ride) {
       S.detail = Object.assign({}, S.detail || {}, o);
       requestDetail();
@@ -355,26 +359,33 @@
   }
 
   // ---- HTTP: ended rides (the snapshot has open ones only) and /metrics ----
+  const ENDED_PAGES = 10;
   async function loadEnded() {
     let cursor = null;
+    const done = (how) => {
+      // A failed reload keeps what an earlier listing found.
+      if (how !== 'failed' || S.ended === 'loading') S.ended = how;
+      renderCounts();
+    };
     // Bounded: the newest 5,000 ended rides are plenty for a console; older ones by search.
-    for (let page = 0; page < 10; page++) {
+    for (let page = 0; page < ENDED_PAGES; page++) {
       const q = new URLSearchParams({ state: 'ended', limit: '500' });
       if (cursor) q.set('cursor', cursor);
       let res;
       try {
         res = await fetch('/rides?' + q, { headers: S.token ? { Authorization: 'Bearer ' + S.token } : {}, cache: 'no-store' });
-      } catch (e) { return; }
-      if (!res.ok) return;
+      } catch (e) { done('failed'); return; }
+      if (!res.ok) { done('failed'); return; }
       const doc = await res.json();
       for (const o of doc.rides || []) {
         if (!S.rides.has(o.ride)) S.rides.set(o.ride, rowFrom(o, null));
       }
       S.dirty = true;
       schedule();
-      if (!doc.next) return;
+      if (!doc.next) { done('done'); return; }
       cursor = doc.next;
     }
+    done('cut');
   }
 
   // Prometheus text: the cumulative buckets of ridepush_tick_lateness_seconds. Bounds are
@@ -446,7 +457,7 @@
     state: (r) => r.state,
     elapsed: (r) => r.elapsed,
     fare: (r) => r.fare,
-    remaining: (r) => (r.remaining === null || r.remaining === undefined ? Infinity : r.remaining),
+    remaining: (r) => (r.state === 'ended' || r.remaining === null || r.remaining === undefined ? Infinity : r.remaining),
     watchers: (r) => r.watchers || 0,
     started_at: (r) => r.started_at || 0,
   };
@@ -574,8 +585,11 @@
       if (tr.dataset.mark !== mark) tr.dataset.mark = mark;
       setText(c[4], clockText(r.elapsed));
       setText(c[5], I.money(S.lang, r.fare, r.currency));
-      setText(c[6], r.remaining === null || r.remaining === undefined ? '–' : clockText(r.remaining));
+      // A returned ride has no time left, whatever its last row said.
+      setText(c[6], r.state === 'ended' || r.remaining === null || r.remaining === undefined ? '–' : clockText(r.remaining));
       setText(c[7], String(r.watchers || 0));
+      // Shown above each figure when the rows are cards (narrow screens, ops.css).
+      for (let k = 4; k < 8; k++) if (c[k].dataset.label !== S.labels[k]) c[k].dataset.label = S.labels[k];
       const fl = r.flashUntil > now;
       if (fl) flashing = true;
       tr.classList.toggle('flash', fl);
@@ -596,20 +610,35 @@
     $('grid-body').dataset.rows = String(n);
   }
 
+  // Riding and paused are the server's counts of its open rides. Ended is counted from the
+  // table (GET /rides?state=ended, then end events): the server's own figure counts the ended
+  // rides it holds in memory, which after a restart are none, so it disagreed with the table.
+  // Past the listing's bound the card says "5,000+"; if the listing fails, the server's figure.
   function renderCounts() {
     const c = S.counts;
-    for (const k of ['riding', 'paused', 'ended']) setText($('count-' + k), c ? I.num(S.lang, c[k]) : '–');
-    for (const k of ['riding', 'paused', 'ended']) $('count-' + k).dataset.n = c ? String(c[k]) : '';
+    for (const k of ['riding', 'paused']) {
+      setText($('count-' + k), c ? I.num(S.lang, c[k]) : '–');
+      $('count-' + k).dataset.n = c ? String(c[k]) : '';
+    }
     let near = 0;
     let long = 0;
+    let ended = 0;
     for (const r of S.rides.values()) {
-      if (isNear(r)) near++;
+      if (r.state === 'ended') ended++;
+      else if (isNear(r)) near++;
       if (isLong(r)) long++;
     }
-    setText($('count-near'), I.num(S.lang, near));
-    setText($('count-long'), I.num(S.lang, long));
-    $('count-near').dataset.n = String(near);
-    $('count-long').dataset.n = String(long);
+    const e = $('count-ended');
+    if (S.ended === 'failed') ended = c ? c.ended : null;
+    const known = S.ended !== 'loading' && ended !== null;
+    setText(e, known ? I.num(S.lang, ended) + (S.ended === 'cut' ? '+' : '') : '–');
+    e.dataset.n = known ? String(ended) : '';
+    e.dataset.source = S.ended;
+    // Before the first snapshot nothing is known: a dash, not a red 0.
+    setText($('count-near'), c ? I.num(S.lang, near) : '–');
+    setText($('count-long'), c ? I.num(S.lang, long) : '–');
+    $('count-near').dataset.n = c ? String(near) : '';
+    $('count-long').dataset.n = c ? String(long) : '';
   }
 
   // ---- chart: rides by state (top) and tick lateness p50/p99 (bottom), last 15 minutes ----
@@ -701,6 +730,8 @@
     renderDetail();
     S.paint = true;
     schedule();
+    // Stacked (narrow) layout: the detail is below the list; bring it into view.
+    if (id && window.matchMedia('(max-width: 900px)').matches) $('detail').scrollIntoView({ block: 'start' });
   }
 
   function requestDetail() {
@@ -773,13 +804,12 @@
     if (rc) {
       const body = $('detail-receipt');
       body.textContent = '';
-      for (const ln of rc.lines || []) {
+      for (const ln of I.receiptRows(S.lang, rc, d.plan)) {
         const tr = document.createElement('tr');
         tr.dataset.label = ln.label;
         const th = document.createElement('th');
         th.scope = 'row';
-        const key = 'receipt.' + ln.label;
-        th.textContent = I.T.ko[key] ? I.t(S.lang, key, { n: I.num(S.lang, ln.minutes || 0), km: I.num(S.lang, ln.km || 0) }) : ln.label;
+        th.textContent = ln.text;
         const td = document.createElement('td');
         td.textContent = I.money(S.lang, ln.amount, rc.currency);
         tr.append(th, td);
@@ -819,7 +849,22 @@
     panel.dataset.kind = p || '';
     if (!p) return;
     $('token-title').textContent = I.t(S.lang, 'ops.token.' + p + '.title');
-    $('token-text').textContent = I.t(S.lang, 'ops.token.' + p + '.text');
+    withCode($('token-text'), I.t(S.lang, 'ops.token.' + p + '.text'));
+  }
+
+  // The texts mark commands with backticks; they are shown as <code>, never as backticks.
+  function withCode(el, text) {
+    el.textContent = '';
+    text.split('`').forEach((part, i) => {
+      if (!part) return;
+      if (i % 2) {
+        const code = document.createElement('code');
+        code.textContent = part;
+        el.append(code);
+      } else {
+        el.append(part);
+      }
+    });
   }
 
   function renderConn() {
@@ -859,6 +904,7 @@
     toggle.lang = S.lang === 'ko' ? 'en' : 'ko';
     $('grid-empty').textContent = I.t(S.lang, 'ops.empty');
     $('chart').setAttribute('aria-label', I.t(S.lang, 'ops.chart.title'));
+    S.labels = ['ride', 'owner', 'plan', 'state', 'elapsed', 'fare', 'remaining', 'watchers'].map((k) => I.t(S.lang, 'ops.col.' + k));
     for (const th of document.querySelectorAll('#grid-head th')) {
       const on = th.dataset.col === S.sort.col;
       th.setAttribute('aria-sort', on ? (S.sort.dir > 0 ? 'ascending' : 'descending') : 'none');

@@ -1,0 +1,97 @@
+import Foundation
+import RidePushClient
+
+// ride-demo URL: a ride from start to receipt through the SDK, then the same through
+// README's RentalModel. The token comes from RIDEPUSH_TOKEN (none for a server with --auth none).
+//   ride-demo ws://127.0.0.1:8080/ws
+// One line per step on stdout; any failure goes to stderr and exits 1.
+
+let args = CommandLine.arguments
+guard args.count == 2, let url = URL(string: args[1]), url.scheme == "ws" || url.scheme == "wss" else {
+    FileHandle.standardError.write(Data("usage: ride-demo ws://HOST:PORT/ws   (token in RIDEPUSH_TOKEN)\n".utf8))
+    exit(2)
+}
+let token = ProcessInfo.processInfo.environment["RIDEPUSH_TOKEN"]
+
+func line(_ s: RideSnapshot) -> String {
+    "\(s.ride) \(s.state.rawValue) elapsed=\(s.elapsed) paused=\(s.paused) fare=\(s.fare) \(s.currency)"
+}
+
+/// Waits (at most `seconds`) until `ready` holds, looking every 50 ms.
+@MainActor func waitUntil(_ seconds: Double, _ what: String, _ ready: () -> Bool) async throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !ready() {
+        guard Date() < deadline else { throw DemoError("gave up waiting for \(what)") }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
+struct DemoError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// The SDK directly: start, watch, pause, resume, end.
+func rideWithTheClient() async throws {
+    var config = RidePushClient.Configuration()
+    config.requestTimeout = .seconds(10)
+    let client = RidePushClient(url: url, configuration: config) { token }
+    defer { client.close() }
+    let started = try await client.start(limit: .seconds(600))
+    print("start " + line(started))
+    let feed = client.ride(started.ride)
+    let watcher = Task {
+        var ticks = 0
+        for try await event in feed {
+            switch event {
+            case .state(let s): print("event state " + line(s))
+            case .tick(let t):
+                ticks += 1
+                if ticks == 1 { print("event tick \(t.ride) elapsed=\(t.elapsed) fare=\(t.fare)") }
+            case .warning(let left): print("event warning \(left)")
+            case .ended(let s): print("event ended " + line(s))
+            }
+        }
+        return ticks
+    }
+    // A second of riding as the feed shows it (ticks folded into `latest`), then pause and
+    // resume a second apart.
+    let deadline = Date().addingTimeInterval(5)
+    while (feed.latest?.elapsed ?? 0) < 1 {
+        guard Date() < deadline else { throw DemoError("no tick within 5 s") }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    print("pause " + line(try await client.pause(started.ride)))
+    try await Task.sleep(for: .seconds(1))
+    print("resume " + line(try await client.resume(started.ride, timeout: .seconds(5))))
+    let ended = try await client.end(started.ride, distance: 1200)
+    print("end " + line(ended))
+    for l in ended.receipt?.lines ?? [] { print("receipt \(l.label) \(l.amount)") }
+    let ticks = try await watcher.value
+    print("watched \(ticks) ticks")
+}
+
+/// README's view model, driven as the buttons would drive it.
+@MainActor func rideWithTheModel() async throws {
+    let model = RentalModel(server: url) { token }
+    await model.rent()
+    guard let id = model.ride?.ride, model.state == .riding else { throw DemoError("rent: \(model.problem ?? "no ride")") }
+    try await waitUntil(5, "the model's first tick") { model.isLive && (model.ride?.elapsed ?? 0) >= 1 }
+    print("model rent \(id) \(model.이용시간) \(model.결제금액) live=\(model.isLive)")
+    await model.pause()
+    print("model pause \(model.state?.rawValue ?? "-")")
+    await model.resume()
+    print("model resume \(model.state?.rawValue ?? "-")")
+    await model.giveBack()
+    guard model.state == .ended, let receipt = model.ride?.receipt else { throw DemoError("giveBack: \(model.problem ?? "not ended")") }
+    print("model giveBack \(model.state?.rawValue ?? "-") \(model.결제금액) lines=\(receipt.lines.map(\.label).joined(separator: ","))")
+}
+
+do {
+    try await rideWithTheClient()
+    try await rideWithTheModel()
+    print("done")
+} catch {
+    FileHandle.standardError.write(Data("ride-demo: \(error)\n".utf8))
+    exit(1)
+}

@@ -1,0 +1,292 @@
+import Foundation
+import RideCore
+
+/// Where the sender reads pending rows and records what happened: the store's outbox table
+/// (SQLite, PostgreSQL with leases) or `MemoryOutbox`. Called only from the sender's loop thread.
+public protocol WebhookOutbox: AnyObject, Sendable {
+    /// The head of each lane — per endpoint and ride, the pending row (not delivered, not dead)
+    /// with the lowest `seq` — at most `limit` of them, soonest `nextAttemptAt` first (then
+    /// `seq`). Only heads may be sent, so reading only heads bounds memory by lanes; reading the
+    /// soonest first means lanes a receiver keeps refusing (waiting minutes) cannot fill the
+    /// batch and starve lanes that are due. Rows handed out before are handed out again; the
+    /// machine skips them. In SQL:
+    ///   SELECT … FROM webhook_outbox o WHERE state = 'pending' AND seq =
+    ///     (SELECT min(seq) FROM webhook_outbox i WHERE i.state = 'pending'
+    ///      AND i.endpoint = o.endpoint AND i.ride = o.ride)
+    ///   ORDER BY next_attempt_at, seq LIMIT ?
+    func pending(limit: Int) -> [OutboxRow]
+    func record(_ update: OutboxUpdate)
+    /// Counts for `/metrics`, read by the sender after each `pending` (never by a service thread).
+    func stats() -> OutboxStats
+    /// Dead rows, oldest first, for `GET /v1/webhooks/dead`.
+    func dead(limit: Int) -> [OutboxRow]
+}
+
+/// The whole outbox's state, as opposed to the heads the sender holds.
+public struct OutboxStats: Sendable, Equatable {
+    public var pending: Int
+    public var oldestPendingCreated: UnixMillis?
+    public var dead: Int
+
+    public init(pending: Int = 0, oldestPendingCreated: UnixMillis? = nil, dead: Int = 0) {
+        self.pending = pending
+        self.oldestPendingCreated = oldestPendingCreated
+        self.dead = dead
+    }
+}
+
+/// One attempt as it happened, for the delivery log and tests.
+public struct DeliveryAttempt: Sendable, Equatable {
+    public let row: OutboxRow
+    public let result: DeliveryResult
+    public let update: OutboxUpdate
+    public let at: UnixMillis
+}
+
+/// The I/O around `SenderMachine`: one loop thread that reads the outbox, hands due rows to a
+/// few HTTP worker threads, records results and sleeps until the next retry. It shares nothing
+/// with the service or store threads except the outbox, so a receiver that hangs costs this
+/// sender its workers' time and nobody else anything.
+public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `results`, `stopping`, `poked`, `stats` only with `wake` locked; `threads` only in start()
+    public struct Settings: Sendable {
+        public var secret: [UInt8]
+        public var schedule = RetrySchedule()
+        public var workers = 4
+        public var timeout = HTTPPost.defaultTimeout
+        /// For https endpoints; nil: the system's trust store.
+        public var tls: TLSClient?
+        /// Rows read from the outbox at a time: the sender's memory bound.
+        public var batch = 256
+        /// How often the outbox is re-read when nothing wakes the loop (new rows committed by
+        /// this or another node); `poke()` wakes it sooner.
+        public var pollInterval: Int64 = 1_000
+
+        public init(secret: [UInt8]) {
+            precondition(!secret.isEmpty, "a webhook secret is required")
+            self.secret = secret
+        }
+    }
+
+    private let settings: Settings
+    private let outbox: WebhookOutbox
+    private let clock: RideClock
+    private let onAttempt: @Sendable (DeliveryAttempt) -> Void
+    private let wake = NSCondition()
+    private var machine: SenderMachine
+    private var jobs: [OutboxRow] = []
+    private var results: [(OutboxRow, DeliveryResult)] = []
+    private var stopping = false
+    private var poked = false
+    private var stats = OutboxStats()
+    private var threads: [Thread] = []
+    private let finished = DispatchGroup()
+
+    public init(settings: Settings, outbox: WebhookOutbox, clock: RideClock = SystemClock(),
+                onAttempt: @escaping @Sendable (DeliveryAttempt) -> Void = { _ in }) {
+        self.settings = settings
+        self.outbox = outbox
+        self.clock = clock
+        self.onAttempt = onAttempt
+        machine = SenderMachine(schedule: settings.schedule, maxInFlight: settings.workers)
+    }
+
+    public func start() {
+        let loop = Thread { [self] in run() }
+        loop.name = "webhook-sender"
+        threads.append(loop)
+        for i in 0..<settings.workers {
+            let worker = Thread { [self] in work() }
+            worker.name = "webhook-http-\(i)"
+            threads.append(worker)
+        }
+        for thread in threads {
+            finished.enter()
+            thread.start()
+        }
+    }
+
+    /// New rows were committed: read the outbox now rather than at the next poll.
+    public func poke() {
+        wake.lock()
+        poked = true
+        wake.broadcast()
+        wake.unlock()
+    }
+
+    /// Stops the loop and waits for the workers; a send in progress ends by its deadline.
+    public func stop() {
+        wake.lock()
+        stopping = true
+        wake.broadcast()
+        wake.unlock()
+        finished.wait()
+    }
+
+    public var counts: SenderMachine.Counts {
+        wake.lock()
+        defer { wake.unlock() }
+        return machine.counts
+    }
+
+    /// What `/metrics` shows: the outbox's counts as of the sender's last read, and the
+    /// attempts since start. Cheap, no I/O: safe to call from a service thread.
+    public var metrics: WebhookMetrics {
+        wake.lock()
+        defer { wake.unlock() }
+        return WebhookMetrics(outbox: stats, attempts: machine.counts)
+    }
+
+    private func run() {
+        defer { finished.leave() }
+        var lastRead: UnixMillis?
+        wake.lock()
+        while !stopping {
+            let now = clock.now()
+            if poked || lastRead.map({ now - $0 >= settings.pollInterval }) ?? true {
+                poked = false
+                lastRead = now
+                wake.unlock()
+                let rows = outbox.pending(limit: settings.batch)
+                let latest = outbox.stats()
+                wake.lock()
+                machine.load(rows)
+                stats = latest
+            }
+            // Results first: a finished head lets its lane's next row go in this same pass.
+            let done = results
+            results.removeAll()
+            var updates = [(OutboxRow, DeliveryResult, OutboxUpdate)]()
+            for (row, result) in done {
+                if let update = machine.finished(seq: row.seq, result: result, now: clock.now()) {
+                    updates.append((row, result, update))
+                }
+            }
+            if !updates.isEmpty {
+                // A finished head lets its lane's next row become the head: read it now.
+                poked = true
+                wake.unlock()
+                for (row, result, update) in updates {
+                    outbox.record(update)
+                    onAttempt(DeliveryAttempt(row: row, result: result, update: update, at: clock.now()))
+                }
+                wake.lock()
+                continue
+            }
+            let due = machine.due(now: clock.now())
+            if !due.isEmpty {
+                jobs += due
+                wake.broadcast()
+            }
+            guard results.isEmpty, !poked, !stopping else { continue }
+            let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
+            let until = min(machine.nextWake() ?? nextRead, nextRead)
+            let wait = max(1, until - clock.now())
+            _ = wake.wait(until: Date(timeIntervalSinceNow: Double(wait) / 1000))
+        }
+        wake.unlock()
+    }
+
+    private func work() {
+        defer { finished.leave() }
+        wake.lock()
+        while true {
+            while jobs.isEmpty, !stopping { wake.wait() }
+            if stopping { break }
+            let row = jobs.removeFirst()
+            wake.unlock()
+            let result = attempt(row)
+            wake.lock()
+            results.append((row, result))
+            wake.broadcast()
+        }
+        wake.unlock()
+    }
+
+    private func attempt(_ row: OutboxRow) -> DeliveryResult {
+        let url: WebhookURL
+        do { url = try WebhookURL(row.endpoint) } catch { return .failed(error.message) }
+        let signature = WebhookSignature.header(secret: settings.secret, timestamp: clock.now() / 1000, body: row.body)
+        return HTTPPost.send(to: url, headers: [(WebhookSignature.eventIDHeaderName, row.eventID),
+                                                (WebhookSignature.headerName, signature)],
+                             body: row.body, timeout: settings.timeout, tls: settings.tls)
+    }
+}
+
+/// An outbox in memory: for `ridepush serve --store memory`, the probe and tests. Delivered rows
+/// are removed; dead rows are kept for the dead listing.
+public final class MemoryOutbox: WebhookOutbox, @unchecked Sendable {  // `rows`, `dead`, `nextSeq` only under `lock`
+    private let lock = NSLock()
+    private var rows: [OutboxRow] = []
+    private var dead: [OutboxRow] = []
+    private var nextSeq: Int64 = 1
+
+    public init() {}
+
+    /// What a transition's commit does: one row per endpoint, in this call's order.
+    @discardableResult
+    public func append(_ event: WebhookEvent, endpoints: [String]) -> [Int64] {
+        lock.lock()
+        defer { lock.unlock() }
+        return endpoints.map { endpoint in
+            let row = OutboxRow(seq: nextSeq, event: event, endpoint: endpoint)
+            nextSeq += 1
+            rows.append(row)
+            return row.seq
+        }
+    }
+
+    public func pending(limit: Int) -> [OutboxRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        var seen = Set<[String]>()
+        var heads = [OutboxRow]()
+        for row in rows where seen.insert([row.endpoint, row.rideID]).inserted {
+            heads.append(row)
+        }
+        heads.sort { ($0.nextAttemptAt, $0.seq) < ($1.nextAttemptAt, $1.seq) }
+        return Array(heads.prefix(limit))
+    }
+
+    public func record(_ update: OutboxUpdate) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let index = rows.firstIndex(where: { $0.seq == update.seq }) else { return }
+        switch update {
+        case .delivered:
+            rows.remove(at: index)
+        case .retry(_, let attempts, let at, let lastResult):
+            rows[index].attempts = attempts
+            rows[index].nextAttemptAt = at
+            rows[index].lastResult = lastResult
+        case .dead(_, let attempts, let lastResult):
+            var row = rows.remove(at: index)
+            row.attempts = attempts
+            row.lastResult = lastResult
+            dead.append(row)
+        }
+    }
+
+    public var pendingRows: [OutboxRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        return rows
+    }
+
+    public var deadRows: [OutboxRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        return dead
+    }
+
+    public func stats() -> OutboxStats {
+        lock.lock()
+        defer { lock.unlock() }
+        return OutboxStats(pending: rows.count, oldestPendingCreated: rows.lazy.map(\.created).min(), dead: dead.count)
+    }
+
+    public func dead(limit: Int) -> [OutboxRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        return Array(dead.prefix(limit))
+    }
+}

@@ -1,0 +1,102 @@
+"""A smoke run of each bench mode (issue 29): benchmarks are not tests, but each mode must run
+against the real server in the configuration it claims to measure and report what it did.
+Small counts, bounded waits; the figures themselves are not judged here."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from rp import BIN, ROOT, Server
+
+
+def secret_file(d):
+    path = os.path.join(d, "secret")
+    with open(path, "w") as f:
+        f.write(os.urandom(32).hex())
+    os.chmod(path, 0o600)
+    return path
+
+
+def ops_token(secret):
+    return subprocess.run([BIN, "token", "--control", "--ops", "--ttl", "10m", "--jwt-secret-file", secret],
+                          stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout.strip()
+
+
+def bench(*args, timeout=120):
+    r = subprocess.run([BIN, "bench", *args, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    assert r.stdout.strip(), r.stderr
+    return r.returncode, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_fan_out_as_make_run_serves_it_with_the_token_in_an_auth_frame():
+    with tempfile.TemporaryDirectory() as d:
+        secret = secret_file(d)
+        token = ops_token(secret)
+        with Server("--jwt-secret-file", secret, store=os.path.join(d, "r.db"), auth="jwt") as s:
+            rc, out = bench("--url", s.ws, "-n", "60", "--duration", "2", "--token", token, "--auth-frame",
+                            "--pid", str(s.proc.pid))
+            assert rc == 0
+            assert out["connected"] == 60 and out["failed"] == 0, out
+            assert out["errors"] == {} and out["missed_in_window"] == 0, out
+            assert out["ticks_received"] > 0 and out["server"]["alive"], out
+            # The rides the bench started are the store's: 30 riding, owned by the token's subject.
+            status, health, _ = s.get("/healthz")
+            assert health["rides"]["riding"] == 30
+            # Without the auth frame the same token is not sent at all: every start is refused.
+            rc, out = bench("--url", s.ws, "-n", "4", "--duration", "1", "--connect-timeout", "10")
+            assert out["ticks_received"] == 0, out
+
+
+def test_wss_fan_out_verifies_the_servers_certificate():
+    with tempfile.TemporaryDirectory() as d:
+        key, cert = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True, timeout=60)
+        with Server("--tls-cert", cert, "--tls-key", key) as s:
+            assert s.ws.startswith("wss://")
+            rc, out = bench("--url", s.ws, "--ca", cert, "-n", "40", "--duration", "2", "--pid", str(s.proc.pid))
+            assert rc == 0 and out["url"].startswith("wss://"), out
+            assert out["connected"] == 40 and out["missed_in_window"] == 0 and out["ticks_received"] > 0, out
+            # Verification stays on: without the CA the server's self-signed certificate is refused.
+            rc, out = bench("--url", s.ws, "-n", "4", "--duration", "1", "--connect-timeout", "10")
+            assert out["connected"] == 0 and out["fail_reasons"] == {"tls": 4}, out
+
+
+def test_open_rides_leaves_that_many_rides_open():
+    with tempfile.TemporaryDirectory() as d:
+        secret = secret_file(d)
+        token = ops_token(secret)
+        with Server("--jwt-secret-file", secret, "--control-rate", "1000000", store=os.path.join(d, "r.db"),
+                    auth="jwt") as s:
+            r = subprocess.run([BIN, "bench", "--transitions", "--open-rides", "250", "-n", "4", "--depth", "4",
+                                "--url", s.ws, "--token", token, "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            out = json.loads(r.stdout)
+            assert out["open_rides"] == 250 and out["errors"] == 0, out
+            status, health, _ = s.get("/healthz")
+            assert health["rides"]["riding"] == 250
+
+
+def test_city_script_runs_end_to_end_on_a_few_rides():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-city.py"), "--rides", "120", "--window", "1",
+                        "--stores", "sqlite", "--bin", BIN],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stdout
+    for part in ("started          120 rides", "bytes per open ride", "operator feed    snapshot 120 rides",
+                 "GET /rides       120 rides", "restart          serving with 120 rides loaded"):
+        assert part in r.stdout, r.stdout
+
+
+def test_tls_script_runs_each_way_it_can_on_a_few_subscribers():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-tls.py"), "-n", "60", "--window", "4",
+                        "--bin", BIN],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400, cwd=ROOT)
+    assert r.returncode == 0, r.stdout
+    for way in ("ws ", "wss-ridepush ", "wss-nginx "):
+        line = next((l for l in r.stdout.splitlines() if l.startswith(way) and "connected" in l), None)
+        assert line and "connected    60 failed    0" in line, r.stdout
