@@ -228,9 +228,8 @@ struct Subscriber {
     let ref: Unmanaged<Session>
     var session: Session { ref.takeUnretainedValue() }
     /// When this ride's latest tick became pending (monotonic ms), `notPending` while none
-    /// waits (the frame itself is the slot's). The slow-consumer clock starts there, not when
-    /// the connection last had nothing to send (a quiet connection would otherwise be "slow"
-    /// at its first coalesced tick).
+    /// waits (the frame itself is the slot's). Whether the connection is slow is not decided
+    /// here but by its session's one clock (Outbox.swift), which the first pending tick starts.
     private var since: Int64 = Subscriber.notPending
     private static let notPending = Int64.min
 
@@ -245,6 +244,4 @@ struct Subscriber {
     /// A tick becomes pending at `now`.
     mutating func tickPending(_ now: Int64) { since = now }
 
-    /// Whether the tick waiting here has waited longer than `lag` ms.
-    func overdue(_ now: Int64, lag: Int64) -> Bool { pending && now - since > lag }
 }
