@@ -55,8 +55,16 @@ let package = Package(
             "RideProtocol", "RideCore",
             .target(name: "CLibWebSockets", condition: .when(platforms: [.linux])),
         ]),
-        // Durable ride journal behind a small protocol (SQLite, PostgreSQL, memory).
-        .target(name: "RideStore", dependencies: ["RideCore", "CSQLite", "CLibPQ"]),
+        // The durable ride journal's contract, the store worker (group commit, health, probes)
+        // and the memory store. No database library: each store is its own target.
+        .target(name: "RideStore", dependencies: ["RideCore"]),
+        // The embedded default store: one SQLite file in WAL mode.
+        .target(name: "RideStoreSQLite", dependencies: ["RideStore", "RideCore", "CSQLite"]),
+        // The store a fleet of nodes shares, through libpq, and its LISTEN connection.
+        .target(name: "RideStorePostgres", dependencies: ["RideStore", "RideCore", "CLibPQ"]),
+        // Fault injection and test doubles for the store: only test targets depend on it, so a
+        // release `ridepush` does not contain it.
+        .target(name: "RideStoreTesting", dependencies: ["RideStore", "RideCore"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
         // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
@@ -68,8 +76,8 @@ let package = Package(
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
         .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore"]),
-        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideAuth", "CLibWebSockets", "CEpoll"]),
-        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
+        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "RideAuth", "CLibWebSockets", "CEpoll"]),
+        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         // Sends webhooks from a memory outbox for tests/test_webhooks_sender.py (a Python receiver checks them).
@@ -79,10 +87,10 @@ let package = Package(
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
         .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
-        .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideCore"]),
+        .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideStoreSQLite", "RideStorePostgres", "RideStoreTesting", "RideCore"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth", "RideCore", "COpenSSL"]),
         .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideCore", "RideProtocol", "RideAuth", "RideStore"]),
-        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "CEpoll"]),
+        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
         .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore"]),

@@ -52,7 +52,11 @@
     error: null,               // {code, ride, message} of the shown error, re-rendered on language change
     warning: null,
     share: null,               // {url, status}
+    // Where the ride is (issue 28), from state/tick `position` and `distance` and `zone`
+    // messages: the track is what this page has seen, the distance is the server's.
+    geo: { track: [], position: null, distance: null, zone: null, refused: null, zones: undefined },
   };
+  const TRACK_MAX = 5000;      // an hour at one fix a second, and then some
 
   const STALE_MS = 3000;       // issue: no tick for 3 s -> show "reconnecting"
   const DEAD_MS = 10000;       // still nothing: drop the socket and reconnect
@@ -135,6 +139,13 @@
         if (m.ride !== S.ride || isOlder(m)) return;
         applyNumbers(m);
         return;
+      case 'zone':
+        if (m.ride !== S.ride) return;
+        S.geo.zone = m;
+        // Moved somewhere an end is allowed: the refusal no longer describes where the ride is.
+        if (m.rules && m.rules.ride_end_allowed) S.geo.refused = null;
+        renderMap();
+        return;
       case 'warning':
         if (m.ride !== S.ride) return;
         S.warning = m.remaining;
@@ -190,6 +201,12 @@
         }, 1500 + Math.random() * 1500);
       }
     }
+    if (kind === 'end' && m.code === 'end_not_allowed') {
+      // The server names the zone in its message: rides may not end in zone "…".
+      const named = /zone "(.*)"/.exec(m.message || '');
+      S.geo.refused = { zone: named ? named[1] : (S.geo.zone && S.geo.zone.zone) || null };
+      renderMap();
+    }
     // unauthorized is followed by close 4401: the dead-link notice says what to do.
     if (m.code !== 'unauthorized') showError(m.code, m.message, (p && p.msg.ride) || m.ride || S.ride);
     renderControls();
@@ -207,6 +224,7 @@
 
   function applyNumbers(m) {
     const prevState = S.cur ? S.cur.state : null;
+    takeGeo(m);
     S.cur = {
       state: m.state,
       elapsed: m.elapsed,
@@ -229,14 +247,72 @@
       setConn('online');
     }
     if (m.state === 'ended') S.warning = null;
+    if (m.state === 'ended') S.geo.refused = null;
     renderMode();
     renderNumbers();
+    renderMap();
     if (prevState !== m.state) {
       announce(I.t(S.lang, 'status.' + m.state));
       renderReceipt();
       renderWarning();
     }
     renderControls();
+  }
+
+  // ---- map: the ride's track and position over the zones ----
+  // `state` carries {lat, lon, at}; a tick carries the position only when it changed, in a
+  // compact form (map.js reads both). No position yet: no map at all, not an empty box.
+  function takeGeo(m) {
+    const g = S.geo;
+    if (typeof m.distance === 'number') g.distance = m.distance;
+    const p = window.RPMap.positionOf(m.position);
+    if (!p) return;
+    const last = g.track[g.track.length - 1];
+    if (!last || last.lat !== p.lat || last.lon !== p.lon) {
+      g.track.push({ lat: p.lat, lon: p.lon });
+      if (g.track.length > TRACK_MAX) g.track.splice(0, g.track.length - TRACK_MAX);
+    }
+    g.position = p;
+    if (g.zones === undefined) {
+      g.zones = null;
+      window.RPMap.loadZones('/zones').then((z) => { g.zones = z || []; renderMap(); });
+    }
+  }
+
+  let rideMap = null;
+  function renderMap() {
+    const g = S.geo;
+    const fig = $('ride-map');
+    const show = !!(g.position && S.cur && !S.notFound);
+    fig.hidden = !show;
+    if (!show) return;
+    if (!rideMap) rideMap = new window.RPMap($('ride-map-svg'), { minMetres: 500 });
+    rideMap.draw({ zones: g.zones || [], track: g.track, position: g.position, fit: 'track' });
+    const svg = $('ride-map-svg');
+    svg.setAttribute('aria-label', I.t(S.lang, 'map.label'));
+    svg.dataset.points = String(g.track.length);
+    const dist = $('ride-distance');
+    dist.textContent = typeof g.distance === 'number' ? I.t(S.lang, 'map.distance', { d: I.metres(S.lang, g.distance) }) : '';
+    dist.dataset.metres = typeof g.distance === 'number' ? String(g.distance) : '';
+    const zone = $('ride-zone');
+    const name = g.zone && g.zone.zone;
+    zone.textContent = name ? I.t(S.lang, 'map.zone', { zone: name }) : '';
+    zone.dataset.zone = name || '';
+    const refused = $('map-refused');
+    refused.hidden = !g.refused;
+    refused.textContent = g.refused ? I.t(S.lang, 'map.refused') + (g.refused.zone ? ' · ' + g.refused.zone : '') : '';
+    // The legend lists only the shadings on the map.
+    const kinds = new Set(Array.from(svg.querySelectorAll('path[data-kind]'), (el) => el.dataset.kind));
+    const legend = $('ride-map-legend');
+    legend.textContent = '';
+    for (const k of window.RPMap.KINDS) {
+      if (!kinds.has(k)) continue;
+      const li = document.createElement('li');
+      li.dataset.kind = k;
+      li.textContent = I.t(S.lang, 'map.kind.' + k);
+      legend.append(li);
+    }
+    legend.hidden = !kinds.size;
   }
 
   // ---- watchdog: no tick for 3 s while the ride should tick -> "reconnecting" ----
@@ -549,6 +625,7 @@
     renderReceipt();
     renderWarning();
     renderError();
+    renderMap();
     renderControls();
     if (S.share && S.share.status) $('share-status').textContent = I.t(S.lang, S.share.status);
     if (S.dead) {
@@ -630,6 +707,8 @@
       try { localStorage.setItem('rp.lang', S.lang); } catch (e) { /* storage blocked */ }
       renderAll();
     });
+    // The map's viewBox is its box in pixels: redraw when that changes (rotation, resize).
+    if (window.ResizeObserver) new ResizeObserver(() => { if (!$('ride-map').hidden) renderMap(); }).observe($('ride-map-svg'));
     renderAll();
     sock.connect();
   }

@@ -90,6 +90,17 @@
       'err.forbidden': '이 라이드에 대한 권한이 없습니다.',
       'err.rate_limited': '요청이 너무 많습니다. 잠시 후 다시 시도해 주세요.',
       'err.other': '오류가 발생했습니다.',
+      'err.end_not_allowed': '반납할 수 없는 구역입니다',
+      'err.start_not_allowed': '대여를 시작할 수 없는 구역입니다',
+      'err.position_required': '현재 위치를 확인할 수 없습니다. 잠시 후 다시 반납해 주세요.',
+      'map.label': '라이드 경로 지도',
+      'map.distance': '이동 거리 {d}',
+      'map.zone': '현재 구역: {zone}',
+      'map.refused': '반납할 수 없는 구역입니다',
+      'map.kind.nogo': '통행 금지',
+      'map.kind.noparking': '반납 금지',
+      'map.kind.slow': '속도 제한',
+      'map.kind.allowed': '운행 구역',
     },
     en: {
       'lang.other': '한국어',
@@ -177,6 +188,17 @@
       'err.forbidden': 'You do not have access to this ride.',
       'err.rate_limited': 'Too many requests. Please try again shortly.',
       'err.other': 'Something went wrong.',
+      'err.end_not_allowed': 'You cannot end the ride in this zone',
+      'err.start_not_allowed': 'Rides cannot start in this zone',
+      'err.position_required': 'Your position is not known yet. Please try returning again in a moment.',
+      'map.label': 'Map of the ride',
+      'map.distance': 'Distance {d}',
+      'map.zone': 'Zone: {zone}',
+      'map.refused': 'You cannot end the ride in this zone',
+      'map.kind.nogo': 'No riding',
+      'map.kind.noparking': 'No parking',
+      'map.kind.slow': 'Slow zone',
+      'map.kind.allowed': 'Service area',
     },
   };
 
@@ -233,6 +255,13 @@
     return (h > 0 ? num(lang, h) + ' h ' : '') + mm + ' min ' + one.format(s) + ' s';
   }
 
+  // 850 m, 1.25 km (one format for both pages; metres are whole).
+  function metres(lang, m) {
+    if (typeof m !== 'number' || m < 0) return '–';
+    if (m < 1000) return num(lang, Math.round(m)) + ' m';
+    return new Intl.NumberFormat(LOCALE[lang], { minimumFractionDigits: 2, maximumFractionDigits: 2 }).format(m / 1000) + ' km';
+  }
+
   function clock(lang, ms) {
     if (typeof ms !== 'number') return '–';
     return new Intl.DateTimeFormat(LOCALE[lang], { hour: '2-digit', minute: '2-digit', second: '2-digit' })
@@ -261,5 +290,5 @@
     return { riding: charged('riding'), paused: charged('pause') };
   }
 
-  window.RP_I18N = { T, LOCALE, t, money, num, duration, clock, currencyDigits, receiptRows, billedTimes };
+  window.RP_I18N = { T, LOCALE, t, money, num, duration, metres, clock, currencyDigits, receiptRows, billedTimes };
 })();

@@ -21,8 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,26 +30,9 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import websockets  # noqa: E402
 
-SERVING = re.compile(r"serving http://127.0.0.1:(\d+)/")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import cpu_seconds, load, rss_kib, start_serve, stop  # noqa: E402
 
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def load():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 class Node:
@@ -59,37 +40,17 @@ class Node:
         self.bin, self.store, self.secret = bin_, store, secret
         self.proc, self.port = None, None
 
-    def start(self, timeout=120):
+    def start(self):
         t0 = time.monotonic()
         args = [self.bin, "serve", "--port", "0", "--store", self.store, "--auth", "jwt", "--jwt-secret-file", self.secret,
                 "--control-rate", "1000000", "--max-connections-per-ip", "100000"]
         if not self.store.startswith("postgresql:"):
             args.append("--create-store")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("server exited: rc %s" % self.proc.poll())
-            m = SERVING.search(line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        else:
-            raise RuntimeError("no serving line in %d s" % timeout)
-        # Keep reading its output so it never blocks on a full pipe.
-        import threading
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        self.proc, self.port = start_serve(args)
         return t0
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop(self.proc)
 
     def get(self, path, token=None, timeout=30):
         req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path))

@@ -18,7 +18,6 @@ Every process started here is ended here, by PID; every wait is bounded."""
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -30,9 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_deploy import render_site  # noqa: E402  (the same rendering of the shipped site file as the tests)
-
-SERVING = re.compile(r"serving (https?)://127.0.0.1:(\d+)/")
-
+sys.path.insert(0, HERE)
+from benchlib import cpu_seconds, start_serve, stop  # noqa: E402
 
 def free_port():
     import socket
@@ -44,16 +42,15 @@ def free_port():
 
 
 def cpu_of(pids):
-    tck = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tck
-        except OSError:
-            pass
-    return total
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
+def system_busy_seconds():
+    """Every core's non-idle time since boot (/proc/stat): the whole machine, load generator included."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def children(pid):
@@ -85,26 +82,10 @@ class RidePush:
                 "--max-connections-per-ip", "1000000"]
         if tls:
             args += ["--tls-cert", tls[0], "--tls-key", tls[1]]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("ridepush exited: %s" % self.proc.poll())
-            m = SERVING.search(line)
-            if m:
-                self.port = int(m.group(2))
-                break
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        self.proc, self.port = start_serve(args, timeout=60)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop(self.proc)
 
 
 class Nginx:
@@ -155,7 +136,7 @@ http {
 
 def measure(args, url, pids_fn, token, ca=None):
     """Runs the bench; returns (CPU µs per delivered tick over every server-side pid, % of a core,
-    the bench's JSON). The pids' CPU is sampled every 100 ms with the wall clock beside it, and
+    the whole machine's CPU µs per delivered tick (the load generator's TLS included), the bench's JSON). The pids' CPU is sampled every 100 ms with the wall clock beside it, and
     read off at the bench's own window (window_start_ms, window_end_ms in its JSON)."""
     cmd = [args.bin, "bench", "--url", url, "-n", str(args.n), "--duration", str(args.window), "--ramp", "2000",
            "--connect-timeout", "120", "--sources", "64", "--token", token, "--auth-frame", "--json"]
@@ -165,7 +146,7 @@ def measure(args, url, pids_fn, token, ca=None):
 
     def sample():
         while not done.is_set():
-            samples.append((time.time() * 1000, cpu_of(pids_fn())))
+            samples.append((time.time() * 1000, cpu_of(pids_fn()), system_busy_seconds()))
             done.wait(0.1)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -181,12 +162,13 @@ def measure(args, url, pids_fn, token, ca=None):
     inside = [s for s in samples if t0 <= s[0] <= t1]
     if len(inside) < 2:
         raise RuntimeError("no CPU samples inside the window")
-    (a_t, a_cpu), (b_t, b_cpu) = inside[0], inside[-1]
+    (a_t, a_cpu, a_sys), (b_t, b_cpu, b_sys) = inside[0], inside[-1]
     secs = (b_t - a_t) / 1000
     # Every open subscriber gets one tick a second (missed ticks are printed beside it).
     delivered = result["open_at_end"] * secs
-    cpu = b_cpu - a_cpu
-    return (cpu / delivered * 1e6 if delivered else None), cpu / secs * 100, result
+    cpu, whole = b_cpu - a_cpu, b_sys - a_sys
+    per = (lambda c: c / delivered * 1e6 if delivered else None)
+    return per(cpu), cpu / secs * 100, per(whole), result
 
 
 def main():
@@ -217,7 +199,7 @@ def main():
         subprocess.run(["openssl", "version"], stdout=subprocess.PIPE, text=True).stdout.split()[1]), flush=True)
     if not offered:
         print("# kTLS: not offered by this kernel (tcp_available_ulp: %s), so the kTLS row is not measured" % ulps)
-    rows = {}
+    rows, wholes = {}, {}
     for k in range(args.repeats):
         for way in ways:
             rp = RidePush(args.bin, tmp, secret, (cert, key) if way == "wss-ridepush" else None)
@@ -230,21 +212,23 @@ def main():
                     url, pids = "wss://127.0.0.1:%d/ws" % rp.port, lambda: [rp.proc.pid]
                 else:
                     url, pids = "ws://127.0.0.1:%d/ws" % rp.port, lambda: [rp.proc.pid]
-                us, pct, r = measure(args, url, pids, token, None if way == "ws" else cert)
+                us, pct, whole, r = measure(args, url, pids, token, None if way == "ws" else cert)
                 rows.setdefault(way, []).append(us)
-                print("%-15s connected %5d failed %4d missed %d  p50/p99 %6.1f / %6.1f ms  server-side CPU/tick %.2f µs (%.0f %% of a core)  bench CPU %.0f %%"
+                wholes.setdefault(way, []).append(whole)
+                print("%-15s connected %5d failed %4d missed %d  p50/p99 %6.1f / %6.1f ms  server-side CPU/tick %.2f µs (%.0f %% of a core)  whole machine %.2f µs/tick  bench CPU %.0f %%"
                       % (way, r["connected"], r["failed"], r["missed_in_window"], r["latency_ms"]["p50"] or 0,
-                         r["latency_ms"]["p99"] or 0, us or 0, pct, r["bench_cpu_percent"]), flush=True)
+                         r["latency_ms"]["p99"] or 0, us or 0, pct, whole or 0, r["bench_cpu_percent"]), flush=True)
             finally:
                 if ng:
                     ng.stop()
                 rp.stop()
-    base = rows.get("ws")
-    print("## whole server-side CPU per delivered tick, as a ratio to plain ws (mean over %d repeat(s))" % args.repeats)
-    for way, v in rows.items():
-        if base and all(base) and all(v):
-            ratios = [a / b for a, b in zip(v, base)]
-            print("%-15s %.2f µs  %.2f× ws (%.2f–%.2f)" % (way, sum(v) / len(v), sum(ratios) / len(ratios), min(ratios), max(ratios)))
+    for title, table in (("server-side CPU (RidePush + nginx)", rows), ("whole-machine CPU (load generator included)", wholes)):
+        base = table.get("ws")
+        print("## %s per delivered tick, as a ratio to plain ws (mean over %d repeat(s))" % (title, args.repeats))
+        for way, v in table.items():
+            if base and all(base) and all(v):
+                ratios = [a / b for a, b in zip(v, base)]
+                print("%-15s %.2f µs  %.2f× ws (%.2f–%.2f)" % (way, sum(v) / len(v), sum(ratios) / len(ratios), min(ratios), max(ratios)))
 
 
 if __name__ == "__main__":

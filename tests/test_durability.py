@@ -679,3 +679,77 @@ def test_disk_full_answers_unavailable_keeps_the_connection_and_loses_nothing(tm
             assert srv.get("/rides/r-before")[1]["elapsed"] == pa["elapsed"]
         finally:
             srv.stop()
+
+
+# ----------------------------------------------------------------------------------------
+# 6. a disk stuck in its log sync (issue 25, finding 4)
+
+def syncstall_shim(tmp_path):
+    """The LD_PRELOAD shim that blocks fsync/fdatasync of one file while a gate file exists."""
+    so = tmp_path / "syncstall.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    os.path.join(ROOT, "tests", "shims", "syncstall.c"), "-ldl"], check=True, timeout=60)
+    return so
+
+
+def healthz(srv):
+    status, body, _ = srv.get("/healthz")
+    return status, body
+
+
+def test_healthz_is_degraded_naming_the_store_while_its_log_sync_hangs_then_ok(tmp_path):
+    so = syncstall_shim(tmp_path)
+    gate = tmp_path / "frozen"
+    env = {"LD_PRELOAD": str(so), "SYNCSTALL_SUFFIX": "/rides.db-wal", "SYNCSTALL_FILE": str(gate)}
+    with Server(*FAST, store=str(tmp_path / "rides.db"), env=env) as srv, Client(srv.ws) as c:
+        assert c.request({"type": "start", "id": "s1", "ride": "r-1"})["state"] == "riding"
+        status, body = healthz(srv)
+        assert (status, body["store"]) == (200, "ok"), body
+        gate.touch()
+        frozen_at = time.monotonic()
+        c.send({"type": "start", "id": "s2", "ride": "r-2"})
+        # The reply waits for the sync: the disk really is stuck under the real fdatasync.
+        with pytest.raises(TimeoutError):
+            c.wait_for(lambda m: m.get("id") == "s2", 2)
+        status, body = healthz(srv)
+        assert (status, body["store"]) == (200, "ok"), body  # in flight 2 s: under the 5 s bound
+        deadline = frozen_at + 9
+        while True:
+            status, body = healthz(srv)
+            if status == 503:
+                break
+            assert time.monotonic() < deadline, ("still %d after 9 s of a stuck sync" % status, body)
+            time.sleep(0.2)
+        assert time.monotonic() - frozen_at >= 5, "degraded before the 5 s bound"
+        assert body["status"] == "degraded" and body["store"] == "stalled", body
+        assert body["last_tick_age_ms"] <= 5000, body  # ticks go on: only the store is at fault
+        ages = body["store_ages_ms"]
+        assert ages["sync_in_flight"] > 5000 and ages["commit_in_flight"] is None, ages
+        gate.unlink()
+        assert c.wait_for(lambda m: m.get("id") == "s2", 5)["state"] == "riding"
+        status, body = healthz(srv)
+        assert (status, body["status"], body["store"]) == (200, "ok", "ok"), body
+        assert body["store_ages_ms"]["sync_in_flight"] is None, body
+
+
+def test_a_full_disk_freed_makes_healthz_ok_again_with_no_client_write(tmp_path):
+    # The server probes a failing store itself (a read and room to write), so freeing the
+    # disk is enough: no request has to succeed first.
+    with mounted_tmpfs(tmp_path / "small", "size=2m") as small:
+        with Server(*FAST, store=str(small / "rides.db")) as srv, Client(srv.ws) as c:
+            assert c.request({"type": "start", "ride": "r-1"})["type"] == "state"
+            filler = fill(str(small))
+            e = c.request({"type": "start", "ride": "r-2"})
+            assert (e["type"], e["code"]) == ("error", "unavailable"), e
+            time.sleep(2)  # probes meanwhile: the disk is still full, so still failing
+            status, body = healthz(srv)
+            assert (status, body["status"], body["store"]) == (503, "degraded", "failing"), body
+            os.unlink(filler)
+            freed = time.monotonic()
+            while True:
+                status, body = healthz(srv)
+                if status == 200:
+                    break
+                assert time.monotonic() - freed < 5, ("still degraded 5 s after the disk was freed", body)
+                time.sleep(0.1)
+            assert body["store"] == "ok", body

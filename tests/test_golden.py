@@ -5,7 +5,8 @@ byte for byte; here the real server's messages must have the same keys and value
 the golden of the same name, every client golden must be accepted by the server, and
 public/app.js must handle exactly the server message types and close codes the goldens name.
 The operator feed's goldens (protocol/examples/ops/) are held to the real server the same way,
-and public/ops/ops.js to their types.
+and public/ops/ops.js to their types. The pages' socket is pinned to close-codes.json (the codes
+it stops on) and the ops console's fleet row positions to protocol/examples/ops/fleet-row.json.
 """
 import json
 import os
@@ -34,6 +35,8 @@ SERVER = golden("server")
 CLIENT = golden("client")
 OPS_SERVER = golden(os.path.join("ops", "server"))
 OPS_CLIENT = golden(os.path.join("ops", "client"))
+# Zones (docs/zones.md): ride.v1 messages of their own folder, sent only where zones are loaded.
+ZONES_SERVER = golden(os.path.join("zones", "server"))
 with open(os.path.join(EXAMPLES, "close-codes.json"), encoding="utf-8") as f:
     CLOSE_CODES = {int(k): v for k, v in json.load(f).items()}
 
@@ -230,7 +233,7 @@ REPLY_ONLY = {"quote": "quote", "authenticated": "auth"}
 def test_the_page_handles_every_server_message_type_it_can_receive_and_no_others():
     src = app_js()
     handled = page_handled_types(src)
-    types = {m["type"] for m in SERVER.values()}
+    types = {m["type"] for m in SERVER.values()} | {m["type"] for m in ZONES_SERVER.values()}
     assert handled <= types, "app.js handles types the server never sends: %s" % (handled - types)
     sent = set(re.findall(r"request\('([a-z_]+)'", src))
     for t in types - handled:
@@ -254,3 +257,93 @@ def test_the_server_sends_exactly_the_golden_close_codes():
                 (echo if "s.echo" in line else sent).update(int(c) for c in re.findall(r"code: (\d{4})", line))
     assert sent == set(CLOSE_CODES)
     assert echo == {1009}
+
+
+# ---- the pages pinned to protocol/examples -------------------------------------------------
+
+def read_public(*path):
+    with open(os.path.join(ROOT, "public", *path), encoding="utf-8") as f:
+        return f.read()
+
+
+def socket_close_handling(src):
+    """{close code: 'stop' | 'reconnect'} as socket.js's onclose treats the codes it names, and
+    what it does with every other code."""
+    body = src[src.index("ws.onclose = (ev) => {"):]
+    body = body[:body.index("\n    };\n")]
+    named = {}
+    for m in re.finditer(r"if \(((?:ev\.code === \d{4}(?: \|\| )?)+)\) \{(.*?)\n      \}", body, re.S):
+        action = "stop" if "'stopped'" in m.group(2) else "reconnect"
+        for c in re.findall(r"\d{4}", m.group(1)):
+            named[int(c)] = action
+    rest = body[body.rindex("}") if named else 0:]
+    otherwise = "reconnect" if "this.retry()" in rest else "stop"
+    return named, otherwise
+
+
+def test_the_pages_socket_stops_on_exactly_the_close_codes_that_say_stop():
+    """socket.js (the rider page's and the ops console's socket) against close-codes.json: the
+    codes whose client action is not a plain reconnect are exactly the codes it stops on, and
+    every other code reconnects."""
+    named, otherwise = socket_close_handling(read_public("socket.js"))
+    assert named, "socket.js names no close code"
+    stop = {c for c, v in CLOSE_CODES.items() if v["client"] != "reconnect"}
+    assert stop == {4401}, "close-codes.json changed which codes stop a client: %s" % sorted(stop)
+    assert {c for c, a in named.items() if a == "stop"} == stop
+    assert set(named) <= set(CLOSE_CODES), "socket.js names codes the server never sends: %s" % (set(named) - set(CLOSE_CODES))
+    assert otherwise == "reconnect"
+
+
+def test_socket_close_handling_is_read_from_the_code_not_guessed():
+    """The parser above reads a change: a second stop code, or stopping on everything."""
+    src = read_public("socket.js")
+    assert socket_close_handling(src.replace("ev.code === 4401", "ev.code === 4401 || ev.code === 4008")) == \
+        ({4401: "stop", 4008: "stop"}, "reconnect")
+    assert socket_close_handling(src.replace("      this.retry();\n    };", "      this.setConn('stopped');\n    };"))[1] == "stop"
+
+
+def test_every_close_code_a_page_names_is_one_the_server_sends():
+    src = app_js() + read_public("ops", "ops.js")
+    codes = {int(c) for c in re.findall(r"\.code === (\d{4})", src)}
+    assert codes and codes <= set(CLOSE_CODES), codes - set(CLOSE_CODES)
+
+
+with open(os.path.join(EXAMPLES, "ops", "fleet-row.json"), encoding="utf-8") as f:
+    FLEET_COLUMNS = json.load(f)
+
+
+def ops_fleet_positions(src):
+    """{field: position} as public/ops/ops.js reads a fleet row `x` in onFleet."""
+    body = src[src.index("function onFleet(m)"):]
+    body = body[:body.index("\n  }\n")]
+    pos = {k: int(i) for k, i in re.findall(r"\br\.([a-z_]+) = x\[(\d+)\]", body)}
+    pos.update({k: int(i) for k, i in re.findall(r"\b(ride): x\[(\d+)\]", body)})
+    return pos
+
+
+def test_the_ops_console_reads_fleet_rows_in_the_examples_order():
+    assert FLEET_COLUMNS == ["ride", "state", "elapsed", "paused", "fare", "remaining", "watchers"]
+    src = read_public("ops", "ops.js")
+    assert ops_fleet_positions(src) == {name: i for i, name in enumerate(FLEET_COLUMNS)}
+    # Read from the code: a moved position shows.
+    assert ops_fleet_positions(src.replace("r.watchers = x[6]", "r.watchers = x[5]"))["watchers"] == 5
+
+
+def test_the_fleet_golden_rows_have_the_columns_values():
+    """The fleet golden's row, read by the column names, is the snapshot golden's ride a tick on."""
+    fleet, snap = OPS_SERVER["fleet"], OPS_SERVER["snapshot"]
+    for raw in fleet["rows"]:
+        assert len(raw) == len(FLEET_COLUMNS)
+        row = dict(zip(FLEET_COLUMNS, raw))
+        ride = next(r for r in snap["rides"] if r["ride"] == row["ride"])
+        assert row["state"] == ride["state"]
+        assert row["elapsed"] >= ride["elapsed"]
+        assert row["elapsed"] + row["remaining"] == ride["elapsed"] + ride["remaining"] == ride["limit"]
+        assert (row["paused"], row["fare"], row["watchers"]) == (ride["paused"], ride["fare"], ride["watchers"])
+
+
+def test_the_asyncapi_fleet_row_names_the_examples_columns():
+    import contract
+    rows = contract.DOC["components"]["schemas"]["Fleet"]["properties"]["rows"]
+    assert rows["items"]["x-columns"] == FLEET_COLUMNS
+    assert len(rows["items"]["items"]) == len(FLEET_COLUMNS)

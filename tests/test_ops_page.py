@@ -19,22 +19,6 @@ from test_page import SECRET, hs256, no_page_errors
 WIDE = (1920, 1080)
 
 
-@pytest.fixture
-def browsers():
-    made = []
-
-    def make(size=B.DESKTOP, lang="ko-KR"):
-        d = B.make_driver(size, lang)
-        made.append(d)
-        return d
-    yield make
-    for d in made:
-        try:
-            d.quit()
-        except Exception:
-            pass
-
-
 def token(sub, ops=False, scope="control"):
     now = int(time.time())
     claims = {"sub": sub, "scope": scope, "exp": now + 3600, "iat": now}

@@ -57,12 +57,14 @@ def test_the_command_line_beats_the_environment():
                  "--handshake-timeout SECONDS", "--slow-consumer-lag SECONDS", "--log-format text|json",
                  "--allow-origin ORIGIN", "-h, --help"]),
     (["ride"], ["--url ws://HOST:PORT/ws", "--token TOKEN", "--token-file PATH", "--ride ID", "--plan PLAN",
-                "--limit SECONDS", "--distance METRES", "--lang ko|en", "--wait SECONDS", "--insecure", "-h, --help"]),
+                "--limit SECONDS", "--distance METRES", "--force", "--gpx PATH", "--speed X", "--lang ko|en", "--wait SECONDS",
+                "--insecure", "-h, --help"]),
     (["token"], ["--watch", "--control", "--ride ID", "--sub RIDER", "--ops", "--ttl DURATION", "--jwt-secret-file FILE", "--store PATH",
                  "--verify TOKEN", "--jwks-file, --jwks FILE", "--jwt-public-key FILE", "--jwt-issuer ISS",
                  "--jwt-audience AUD", "--jwt-claim-namespace PREFIX", "-h, --help"]),
     (["bench", "--transitions"], ["--transitions", "--url URL", "-n, --connections, --clients N", "--depth K",
-                                  "-d, --duration S", "--disk DIR", "--one-ride N", "--token T", "--json", "-h, --help"]),
+                                  "-d, --duration S", "--disk DIR", "--one-ride N", "--open-rides N", "--token T", "--json",
+                                  "-h, --help"]),
 ])
 def test_help_lists_every_option_in_table_order(command, options):
     r = run(*command, "--help")

@@ -23,23 +23,6 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9
 KO_TIME = re.compile(r"^(?:(\d+)시간 )?(\d+)분 (\d+)초$")
 
 
-@pytest.fixture
-def browsers():
-    """make(size, lang) -> a fresh Chromium; all are closed after the test."""
-    made = []
-
-    def make(size=B.DESKTOP, lang="ko-KR"):
-        d = B.make_driver(size, lang)
-        made.append(d)
-        return d
-    yield make
-    for d in made:
-        try:
-            d.quit()
-        except Exception:
-            pass
-
-
 # ---- helpers -------------------------------------------------------------------------
 
 def ko_seconds(s):

@@ -49,18 +49,3 @@ extension ClientCodec {
         return w.bytes
     }
 }
-
-extension ServerMessages {
-    /// `{"type":"authenticated",…}`: the answer to an `auth` message (`sub`/`scope` absent
-    /// when the server runs without auth).
-    public static func authenticated(id: String?, sub: String?, scope: String?, prefix: Int = 0) -> [UInt8] {
-        var w = JSONWriter(reserving: 128, prefix: prefix)
-        w.beginObject()
-        w.field("type", "authenticated")
-        if let id { w.field("id", id) }
-        if let sub { w.field("sub", sub) }
-        if let scope { w.field("scope", scope) }
-        w.endObject()
-        return w.bytes
-    }
-}

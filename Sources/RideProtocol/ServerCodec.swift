@@ -1,7 +1,7 @@
 import RideCore
 
-/// Typed decode and encode of server → client messages. `encode` writes the fields in the
-/// server's own order (`ServerMessages`), so a decoded frame re-encodes to the same bytes.
+/// Typed decode of server → client messages (the encoder is in ServerEncoder.swift): a decoded
+/// frame re-encodes to the same bytes.
 public enum ServerCodec {
     /// The largest server frame a client accepts: a state with its plan and receipt is under
     /// 2 KiB; anything near this is not ride.v1.
@@ -24,7 +24,8 @@ public enum ServerCodec {
         case "tick":
             return .tick(RideTick(ride: try f.string("ride"), state: try f.state(), elapsed: try f.int("elapsed"),
                                   paused: try f.int("paused"), fare: try f.int("fare"), currency: try f.string("currency"),
-                                  remaining: try f.optionalInt("remaining"), seq: try f.int("seq"), at: try f.int("at")))
+                                  remaining: try f.optionalInt("remaining"), seq: try f.int("seq"), at: try f.int("at"),
+                                  distance: try traceDistance(f), position: try tracePosition(f)))
         case "warning": return .warning(ride: try f.string("ride"), remaining: try f.int("remaining"))
         case "unsubscribed": return .unsubscribed(ride: try f.string("ride"), id: try f.optionalString("id"))
         case "quote":
@@ -53,7 +54,7 @@ public enum ServerCodec {
             let r = try f.object("receipt")
             receipt = Receipt(elapsed: try r.int("elapsed"), paused: try r.int("paused"), fare: try r.int("fare"),
                               currency: try r.string("currency"), startedAt: try r.int("started_at"),
-                              endedAt: try r.nullableInt("ended_at"), reason: try r.string("reason"),
+                              endedAt: try r.nullableInt("ended_at"), reason: try r.value("reason", EndReason.self, "end reason"),
                               distance: try r.optionalInt("distance"), lines: try lines(r))
         }
         return RideSnapshot(ride: try f.string("ride"), state: try f.state(), elapsed: try f.int("elapsed"),
@@ -61,7 +62,8 @@ public enum ServerCodec {
                             remaining: try f.optionalInt("remaining"), at: try f.int("at"), limit: try f.optionalInt("limit"),
                             startedAt: try f.int("started_at"), endedAt: try f.nullableInt("ended_at"),
                             pausedSince: try f.has("paused_since") ? f.nullableInt("paused_since") : nil,
-                            owner: try f.optionalString("owner"), plan: try plan(planFields), receipt: receipt)
+                            owner: try f.optionalString("owner"), plan: try plan(planFields), receipt: receipt,
+                            distance: try traceDistance(f), position: try tracePosition(f))
     }
 
     static func plan(_ f: Fields) throws(ProtocolError) -> PlanSummary {
@@ -76,145 +78,17 @@ public enum ServerCodec {
             cap = FareCap(duration: try c.int("duration"), price: try c.int("price"))
         }
         return PlanSummary(id: try f.string("id"), name: try f.string("name"), currency: try f.string("currency"),
-                           price: try f.int("price"), perMinute: segments, billing: try f.string("billing"),
+                           price: try f.int("price"), perMinute: segments, billing: try f.value("billing", BillingRule.self, "billing rule"),
                            pauseRate: try f.optionalInt("pause_rate"), cap: cap)
     }
 
     static func lines(_ f: Fields) throws(ProtocolError) -> [FareLine] {
         var out: [FareLine] = []
         for l in try f.objects("lines") {
-            out.append(FareLine(label: try l.string("label"), segment: try l.optionalInt("segment"),
+            out.append(FareLine(label: try l.value("label", ReceiptLine.Label.self, "line label"), segment: try l.optionalInt("segment").map { Int($0) },
                                 minutes: try l.optionalInt("minutes"), km: try l.optionalInt("km"), amount: try l.int("amount")))
         }
         return out
-    }
-
-    // MARK: encode
-
-    public static func encode(_ m: ServerMessage) -> [UInt8] {
-        var w = JSONWriter(reserving: 512)
-        w.beginObject()
-        w.field("type", m.type)
-        switch m {
-        case .state(let s, let id):
-            if let id { w.field("id", id) }
-            live(&w, ride: s.ride, state: s.state, elapsed: s.elapsed, paused: s.paused, fare: s.fare,
-                 currency: s.currency, remaining: s.remaining)
-            w.field("at", s.at)
-            if let l = s.limit { w.field("limit", l) }
-            w.field("started_at", s.startedAt)
-            w.field("ended_at", s.endedAt)
-            w.field("paused_since", s.pausedSince)
-            if let o = s.owner { w.field("owner", o) }
-            w.key("plan")
-            plan(&w, s.plan)
-            if let r = s.receipt {
-                w.key("receipt")
-                w.beginObject()
-                w.field("elapsed", r.elapsed)
-                w.field("paused", r.paused)
-                w.field("fare", r.fare)
-                w.field("currency", r.currency)
-                w.field("started_at", r.startedAt)
-                w.field("ended_at", r.endedAt)
-                w.field("reason", r.reason)
-                if let d = r.distance { w.field("distance", d) }
-                w.key("lines")
-                lines(&w, r.lines)
-                w.endObject()
-            }
-        case .tick(let t):
-            live(&w, ride: t.ride, state: t.state, elapsed: t.elapsed, paused: t.paused, fare: t.fare,
-                 currency: t.currency, remaining: t.remaining)
-            w.field("seq", t.seq)
-            w.field("at", t.at)
-        case .warning(let ride, let remaining):
-            w.field("ride", ride)
-            w.field("remaining", remaining)
-        case .unsubscribed(let ride, let id):
-            if let id { w.field("id", id) }
-            w.field("ride", ride)
-        case .quote(let q, let id):
-            if let id { w.field("id", id) }
-            w.field("plan", q.plan)
-            w.field("seconds", q.seconds)
-            w.field("paused", q.paused)
-            w.field("fare", q.fare)
-            w.field("currency", q.currency)
-            w.key("lines")
-            lines(&w, q.lines)
-        case .share(let s, let id):
-            if let id { w.field("id", id) }
-            w.field("ride", s.ride)
-            w.field("url", s.url)
-            w.field("token", s.token)
-        case .authenticated(let sub, let scope, let id):
-            if let id { w.field("id", id) }
-            if let sub { w.field("sub", sub) }
-            if let scope { w.field("scope", scope) }
-        case .error(let e):
-            if let id = e.id { w.field("id", id) }
-            w.field("code", e.code.rawValue)
-            w.field("message", e.message)
-        case .zone(let z):
-            ServerMessages.zoneFields(&w, z)
-        }
-        w.endObject()
-        return w.bytes
-    }
-
-    static func live(_ w: inout JSONWriter, ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64,
-                     currency: String, remaining: Int64?) {
-        w.field("ride", ride)
-        w.field("state", state.rawValue)
-        w.field("elapsed", elapsed)
-        w.field("paused", paused)
-        w.field("fare", fare)
-        w.field("currency", currency)
-        if let r = remaining { w.field("remaining", r) }
-    }
-
-    static func plan(_ w: inout JSONWriter, _ p: PlanSummary) {
-        w.beginObject()
-        w.field("id", p.id)
-        w.field("name", p.name)
-        w.field("currency", p.currency)
-        w.field("price", p.price)
-        w.key("per_min")
-        w.beginArray()
-        for s in p.perMinute {
-            w.beginObject()
-            w.field("start", s.start)
-            w.field("rate", s.rate)
-            w.field("interval", s.interval)
-            if let e = s.end { w.field("end", e) }
-            w.endObject()
-        }
-        w.endArray()
-        w.field("billing", p.billing)
-        if let r = p.pauseRate { w.field("pause_rate", r) }
-        if let c = p.cap {
-            w.key("cap")
-            w.beginObject()
-            w.field("duration", c.duration)
-            w.field("price", c.price)
-            w.endObject()
-        }
-        w.endObject()
-    }
-
-    static func lines(_ w: inout JSONWriter, _ lines: [FareLine]) {
-        w.beginArray()
-        for l in lines {
-            w.beginObject()
-            w.field("label", l.label)
-            if let s = l.segment { w.field("segment", s) }
-            if let m = l.minutes { w.field("minutes", m) }
-            if let k = l.km { w.field("km", k) }
-            w.field("amount", l.amount)
-            w.endObject()
-        }
-        w.endArray()
     }
 }
 
@@ -272,9 +146,23 @@ struct Fields {
         return out
     }
 
-    func state() throws(ProtocolError) -> RideState {
-        let s = try string("state")
-        guard let st = RideState(rawValue: s) else { throw ProtocolError(.badRequest, "unknown ride state \"\(s.prefix(20))\"") }
-        return st
+    func state() throws(ProtocolError) -> RideState { try value("state", RideState.self, "ride state") }
+
+    /// One of RideCore's enums, by its wire name; `what` names it in the error.
+    func value<T: RawRepresentable>(_ k: String, _: T.Type, _ what: String) throws(ProtocolError) -> T where T.RawValue == String {
+        let s = try string(k)
+        guard let v = T(rawValue: s) else { throw ProtocolError(.badRequest, "unknown \(what) \"\(s.prefix(20))\"") }
+        return v
+    }
+
+    func optionalValue<T: RawRepresentable>(_ k: String, _ t: T.Type, _ what: String) throws(ProtocolError) -> T? where T.RawValue == String {
+        guard let v = o[k], v != .null else { return nil }
+        return try value(k, t, what)
+    }
+
+    func bool(_ k: String) throws(ProtocolError) -> Bool {
+        guard let v = o[k] else { throw ProtocolError(.badRequest, "missing \"\(k)\"") }
+        guard let b = v.bool else { throw ProtocolError(.badRequest, "\"\(k)\" must be true or false") }
+        return b
     }
 }

@@ -1,8 +1,8 @@
 import RideCore
 
 /// The server → client messages of ride.v1 as values: what a client decodes, and what the
-/// golden examples (protocol/examples/server) round-trip through. The server itself writes
-/// the same bytes from its ride and plan (`ServerMessages`); tests hold the two equal.
+/// golden examples (protocol/examples/server) round-trip through, and what the server encodes
+/// (`ServerCodec.encode`; the server builds these values from its rides with `RideValues`).
 public enum ServerMessage: Sendable, Equatable {
     case state(RideSnapshot, id: String?)
     case tick(RideTick)
@@ -65,10 +65,15 @@ public struct RideSnapshot: Sendable, Equatable {
     public var plan: PlanSummary
     /// Set once the ride has ended.
     public var receipt: Receipt?
+    /// Metres from the trace and the last accepted position (TraceFields.swift); nil from
+    /// servers that do not take positions.
+    public var distance: Int64?
+    public var position: RidePosition?
 
     public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
                 remaining: Int64? = nil, at: Int64, limit: Int64? = nil, startedAt: Int64, endedAt: Int64? = nil,
-                pausedSince: Int64? = nil, owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil) {
+                pausedSince: Int64? = nil, owner: String? = nil, plan: PlanSummary, receipt: Receipt? = nil,
+                distance: Int64? = nil, position: RidePosition? = nil) {
         self.ride = ride
         self.state = state
         self.elapsed = elapsed
@@ -84,6 +89,8 @@ public struct RideSnapshot: Sendable, Equatable {
         self.owner = owner
         self.plan = plan
         self.receipt = receipt
+        self.distance = distance
+        self.position = position
     }
 
     /// This snapshot with a tick's figures, the tick being of this ride.
@@ -98,6 +105,9 @@ public struct RideSnapshot: Sendable, Equatable {
         s.at = t.at
         // A tick does not say when a pause began: keep the known start while still paused.
         if t.state != .paused { s.pausedSince = nil }
+        // A tick leaves them out when unchanged (or from servers without positions).
+        if let d = t.distance { s.distance = d }
+        if let p = t.position { s.position = p }
         return s
     }
 }
@@ -113,9 +123,12 @@ public struct RideTick: Sendable, Equatable {
     public var remaining: Int64?
     public var seq: Int64
     public var at: Int64
+    /// Metres from the trace; the last position only when it changed since the previous tick.
+    public var distance: Int64?
+    public var position: RidePosition?
 
     public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, currency: String,
-                remaining: Int64? = nil, seq: Int64, at: Int64) {
+                remaining: Int64? = nil, seq: Int64, at: Int64, distance: Int64? = nil, position: RidePosition? = nil) {
         self.ride = ride
         self.state = state
         self.elapsed = elapsed
@@ -125,6 +138,8 @@ public struct RideTick: Sendable, Equatable {
         self.remaining = remaining
         self.seq = seq
         self.at = at
+        self.distance = distance
+        self.position = position
     }
 }
 
@@ -136,12 +151,12 @@ public struct PlanSummary: Sendable, Equatable {
     /// The unlock price.
     public var price: Int64
     public var perMinute: [FareSegment]
-    /// `completed` or `started` minutes (BillingRule).
-    public var billing: String
+    /// Completed or started minutes.
+    public var billing: BillingRule
     public var pauseRate: Int64?
     public var cap: FareCap?
 
-    public init(id: String, name: String, currency: String, price: Int64, perMinute: [FareSegment], billing: String,
+    public init(id: String, name: String, currency: String, price: Int64, perMinute: [FareSegment], billing: BillingRule,
                 pauseRate: Int64? = nil, cap: FareCap? = nil) {
         self.id = id
         self.name = name
@@ -162,14 +177,14 @@ public struct Receipt: Sendable, Equatable {
     public var currency: String
     public var startedAt: Int64
     public var endedAt: Int64?
-    /// `rider`, `time_limit` or `pause_limit`.
-    public var reason: String
+    /// Who or what ended the ride: the rider, an operator, the time limit or the pause limit.
+    public var reason: EndReason
     /// Metres, when the end carried a distance.
     public var distance: Int64?
     public var lines: [FareLine]
 
     public init(elapsed: Int64, paused: Int64, fare: Int64, currency: String, startedAt: Int64, endedAt: Int64?,
-                reason: String, distance: Int64? = nil, lines: [FareLine]) {
+                reason: EndReason, distance: Int64? = nil, lines: [FareLine]) {
         self.elapsed = elapsed
         self.paused = paused
         self.fare = fare
@@ -182,23 +197,9 @@ public struct Receipt: Sendable, Equatable {
     }
 }
 
-/// One line of a receipt or quote as sent: `label` is `unlock`, `riding`, `distance`, `pause`,
-/// `cap` or `floor` (kept as text so a newer server's label does not fail the whole message).
-public struct FareLine: Sendable, Equatable {
-    public var label: String
-    public var segment: Int64?
-    public var minutes: Int64?
-    public var km: Int64?
-    public var amount: Int64
-
-    public init(label: String, segment: Int64? = nil, minutes: Int64? = nil, km: Int64? = nil, amount: Int64) {
-        self.label = label
-        self.segment = segment
-        self.minutes = minutes
-        self.km = km
-        self.amount = amount
-    }
-}
+/// One line of a receipt or quote as sent: the fare engine's own line (label, the GBFS
+/// segment, minutes or kilometres, amount), so a receipt needs no conversion.
+public typealias FareLine = ReceiptLine
 
 public struct QuoteReply: Sendable, Equatable {
     public var plan: String

@@ -195,14 +195,11 @@ extension ServerMessages {
     }
 
     public static func zone(_ z: ZoneUpdate, prefix: Int = 0) -> [UInt8] {
-        var w = JSONWriter(reserving: 192, prefix: prefix)
-        w.beginObject()
-        w.field("type", "zone")
-        zoneFields(&w, z)
-        w.endObject()
-        return w.bytes
+        ServerCodec.encode(.zone(z), prefix: prefix)
     }
+}
 
+extension ServerCodec {
     /// The zone message's fields after `type`.
     static func zoneFields(_ w: inout JSONWriter, _ z: ZoneUpdate) {
         w.field("ride", z.ride)

@@ -41,6 +41,9 @@ struct ClientCore {
         case feedFailed(ride: String, RidePushError)
         /// A request's answer.
         case reply(id: String, Result<ServerMessage, RidePushError>)
+        /// An error that answers no request: a refused `position` (it has no id, so neither
+        /// has its refusal), or anything else the server sent without an id.
+        case unanswered(ProtocolError)
         /// A request was answered `unavailable` / `rate_limited` and goes again after a delay.
         case retrying(RequestRetry)
     }
@@ -69,6 +72,9 @@ struct ClientCore {
         /// When the app stops waiting, and the timeout it asked for (for the error).
         let deadline: Int64
         let timeout: Int64
+        /// The ride a pause/resume/end is for: its waiting position goes first (an end
+        /// needs a recent position where zones are configured).
+        var ride: String? = nil
         var retries = 0
         var retryAt: Int64?
         var sentAt: Int64?
@@ -102,6 +108,10 @@ struct ClientCore {
     private(set) var feedOrder: [String] = []
     private(set) var feeds: [String: Feed] = [:]
     private(set) var pending: [Pending] = []
+    /// Positions not yet sent, the newest per ride only (older fixes are worth nothing once a
+    /// newer one is known, and the server ignores them anyway), in the order rides reported.
+    private(set) var positions: [String: PositionReport] = [:]
+    private(set) var positionOrder: [String] = []
 
     enum FetchReason { case connect, refresh }
 
@@ -138,18 +148,34 @@ struct ClientCore {
 
     /// Queues a request under a fresh id, kept on every resend until its answer or until
     /// `timeout` ms (default `timing.requestTimeout`) have passed.
-    mutating func request(_ message: ClientMessage, timeout: Int64? = nil) -> String {
+    mutating func request(_ message: ClientMessage, zoneFields: ZoneFields? = nil, timeout: Int64? = nil) -> String {
         let id = newID("rp")
         guard !isClosed else {
             actions.append(.reply(id: id, .failure(closedError)))
             return id
         }
-        let frame = ClientCodec.encode(ClientEnvelope(id: id, message))
+        let frame = ClientCodec.encode(ClientEnvelope(id: id, message: message, zoneFields: zoneFields))
         let wait = max(0, timeout ?? timing.requestTimeout)
-        pending.append(Pending(id: id, frame: frame, deadline: clock.now() + wait, timeout: wait))
+        var ride: String?
+        if case .control(_, let r, _) = message { ride = r }
+        pending.append(Pending(id: id, frame: frame, deadline: clock.now() + wait, timeout: wait, ride: ride))
         if case .connected = phase { sendPending(pending.count - 1) }
         ensureStarted()
         return id
+    }
+
+    /// A position fix, not answered unless invalid: sent at once while connected, else kept
+    /// (only the newest per ride) until the connection is back and authenticated.
+    mutating func report(_ p: PositionReport) {
+        guard !isClosed else { return }
+        if case .connected = phase { return sendPosition(p) }
+        if let waiting = positions[p.ride] {
+            if p.at < waiting.at { return }  // a late older fix: the newer one stays
+        } else {
+            positionOrder.append(p.ride)
+        }
+        positions[p.ride] = p
+        ensureStarted()
     }
 
     /// The app stopped waiting: the request is not sent again.
@@ -250,7 +276,7 @@ struct ClientCore {
             if id != nil, id == refreshAuthID { refreshAuthID = nil }
         case .error(let e):
             if e.code == .unauthorized { lastRefusal = e.message }
-            if let id = e.id { failed(id: id, e) }
+            if let id = e.id { failed(id: id, e) } else { actions.append(.unanswered(e)) }
         case .state(let s, let id):
             if let id, let i = pending.firstIndex(where: { $0.id == id }) {
                 pending.remove(at: i)
@@ -266,8 +292,11 @@ struct ClientCore {
         case .warning(let ride, let remaining):
             guard let f = feeds[ride], f.subscribeID == nil else { return }
             actions.append(.event(ride: ride, .warning(remaining: remaining), latest: f.latest))
-        case .zone:
-            break  // Zone pushes reach the SDK's feeds once the server sends them (docs/zones.md).
+        case .zone(let z):
+            guard let f = feeds[z.ride], f.subscribeID == nil else { return }
+            let rules = ZoneRules(rideStartAllowed: z.rideStartAllowed, rideEndAllowed: z.rideEndAllowed,
+                                  rideThroughAllowed: z.rideThroughAllowed, maximumSpeedKph: z.maximumSpeedKph)
+            actions.append(.event(ride: z.ride, .zone(name: z.zone, rules: rules), latest: f.latest))
         case .unsubscribed(_, let id), .quote(_, let id), .share(_, let id):
             if let id, let i = pending.firstIndex(where: { $0.id == id }) {
                 pending.remove(at: i)
@@ -390,8 +419,21 @@ struct ClientCore {
         // control message once and answers a repeat with the first reply.
         for i in pending.indices {
             pending[i].retryAt = nil
+            if let ride = pending[i].ride { sendWaitingPosition(ride) }
             sendPending(i)
         }
+        // After the starts: a position for a ride not yet started would be refused.
+        for ride in positionOrder { sendWaitingPosition(ride) }
+    }
+
+    private mutating func sendWaitingPosition(_ ride: String) {
+        guard let p = positions.removeValue(forKey: ride) else { return }
+        positionOrder.removeAll { $0 == ride }
+        sendPosition(p)
+    }
+
+    private mutating func sendPosition(_ p: PositionReport) {
+        actions.append(.send(ClientCodec.encode(ClientEnvelope(id: nil, message: .position(p)))))
     }
 
     /// Requests past their deadline fail with `.timedOut` and are not sent again.
@@ -518,6 +560,8 @@ struct ClientCore {
         phase = .closed(reason)
         for p in pending { actions.append(.reply(id: p.id, .failure(.closed(reason)))) }
         pending.removeAll()
+        positions.removeAll()
+        positionOrder.removeAll()
         for ride in feedOrder { actions.append(.feedFailed(ride: ride, .closed(reason))) }
         feeds.removeAll()
         feedOrder.removeAll()

@@ -10,6 +10,10 @@ public enum RideEvent: Sendable, Equatable {
     case tick(RideTick)
     /// Seconds left before the time limit (at 5 minutes and at 1 minute).
     case warning(remaining: Int64)
+    /// The rules in force at the ride's position changed: `name` is the deciding zone, nil
+    /// where only the operator's global rules (or none) apply. `stationParking` is not sent
+    /// and reads false.
+    case zone(name: String?, rules: ZoneRules)
     /// The ride ended; the snapshot carries the receipt. The feed finishes after it.
     case ended(RideSnapshot)
 }
@@ -81,6 +85,8 @@ public enum RidePushError: Error, Sendable, Equatable, CustomStringConvertible {
     /// connected or not. The request is not sent again; a control message already sent may still
     /// have been applied (`get` tells).
     case timedOut(after: Duration)
+    /// `report(position:ride:)` was given what the server would refuse (the text says which field).
+    case invalidPosition(String)
 
     public var description: String {
         switch self {
@@ -88,6 +94,7 @@ public enum RidePushError: Error, Sendable, Equatable, CustomStringConvertible {
         case .closed(.unauthorized(let why)): return "unauthorized: \(why)"
         case .closed(.closedByClient): return "the client was closed"
         case .unexpectedReply(let t): return "unexpected reply \(t)"
+        case .invalidPosition(let why): return "invalid position: \(why)"
         case .timedOut(let d):
             let ms = d.millis
             return ms % 1000 == 0 ? "no answer within \(ms / 1000) s" : "no answer within \(ms) ms"

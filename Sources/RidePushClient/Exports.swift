@@ -2,3 +2,4 @@
 // receipt and error types come from RideProtocol, and a snapshot's `state` is the core's enum.
 @_exported import RideProtocol
 @_exported import enum RideCore.RideState
+@_exported import struct RideCore.ZoneRules

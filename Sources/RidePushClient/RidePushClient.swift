@@ -106,6 +106,33 @@ public final class RidePushClient: Sendable {
         return stream
     }
 
+    /// Errors the server sent that answer no request, such as the refusal of a `position`
+    /// (fire-and-forget, so its refusal has no call to throw from): a server that does not
+    /// take positions answers each with `unknown_type`.
+    public var unansweredErrors: AsyncStream<ProtocolError> {
+        let (stream, continuation) = AsyncStream<ProtocolError>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        engine.post { e in
+            let key = e.nextKey()
+            e.errorWatchers[key] = continuation
+            continuation.onTermination = { [e] _ in e.post { $0.errorWatchers[key] = nil } }
+        }
+        return stream
+    }
+
+    /// Reports where the ride is. Not answered (the server takes a valid position silently;
+    /// a refusal arrives on `unansweredErrors`). While disconnected only the newest position
+    /// per ride waits, sent once the connection is back and authenticated; an older one is
+    /// dropped. Throws `.invalidPosition` at once for what the server would refuse (a
+    /// coordinate out of range, a negative accuracy such as Core Location's "no fix").
+    public func report(position: Position, ride: String) throws(RidePushError) {
+        let p = position.report(ride: ride)
+        guard ClientCodec.isValidRideID(ride) else {
+            throw .invalidPosition("\"ride\" must be 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :")
+        }
+        if let why = p.refusal { throw .invalidPosition(why) }
+        engine.post { $0.core.report(p) }
+    }
+
     // Every request below: while disconnected it waits (queued, sent once connected, resent
     // with the same id after a reconnect) until its answer or `timeout` (default
     // `Configuration.requestTimeout`), then throws `RidePushError.timedOut`.
@@ -115,6 +142,16 @@ public final class RidePushClient: Sendable {
     public func start(ride: String? = nil, plan: String? = nil, limit: Duration? = nil,
                       timeout: Duration? = nil) async throws -> RideSnapshot {
         try await snapshot(.start(ride: ride, plan: plan, limit: limit.map { $0.components.seconds }), timeout)
+    }
+
+    /// Starts a ride where the vehicle is, with its GBFS vehicle type: a server with zones
+    /// refuses a start where `ride_start_allowed` is false (`start_not_allowed`, naming the zone).
+    public func start(ride: String? = nil, plan: String? = nil, limit: Duration? = nil, at position: Position?,
+                      vehicleType: String? = nil, timeout: Duration? = nil) async throws -> RideSnapshot {
+        let place = position.map { GeoPoint(lat: $0.lat, lon: $0.lon) }
+        let zone = place == nil && vehicleType == nil ? nil : ZoneFields(position: place, vehicleType: vehicleType)
+        return try await snapshot(.start(ride: ride, plan: plan, limit: limit.map { $0.components.seconds }), timeout,
+                                  zoneFields: zone)
     }
 
     public func pause(_ ride: String, timeout: Duration? = nil) async throws -> RideSnapshot {
@@ -128,6 +165,12 @@ public final class RidePushClient: Sendable {
     /// Ends the ride; the snapshot carries the receipt. `distance` in metres, when known.
     public func end(_ ride: String, distance: Int64? = nil, timeout: Duration? = nil) async throws -> RideSnapshot {
         try await snapshot(.control(.end, ride: ride, metres: distance), timeout)
+    }
+
+    /// Ends the ride; `force: true` (an ops token only) ends it even where zones refuse an
+    /// end or no recent position is known, and the receipt says so.
+    public func end(_ ride: String, distance: Int64? = nil, force: Bool, timeout: Duration? = nil) async throws -> RideSnapshot {
+        try await snapshot(.control(.end, ride: ride, metres: distance), timeout, zoneFields: force ? ZoneFields(force: true) : nil)
     }
 
     /// The ride once, without subscribing.
@@ -159,8 +202,8 @@ public final class RidePushClient: Sendable {
     /// For good: feeds finish, unanswered requests throw `.closed(.closedByClient)`.
     public func close() { engine.post { $0.core.close() } }
 
-    private func snapshot(_ m: ClientMessage, _ timeout: Duration?) async throws -> RideSnapshot {
-        let reply = try await engine.request(m, timeout: timeout)
+    private func snapshot(_ m: ClientMessage, _ timeout: Duration?, zoneFields: ZoneFields? = nil) async throws -> RideSnapshot {
+        let reply = try await engine.request(m, zoneFields: zoneFields, timeout: timeout)
         guard case .state(let s, _) = reply else { throw RidePushError.unexpectedReply(reply.type) }
         return s
     }
@@ -234,6 +277,7 @@ final class Engine: @unchecked Sendable {
     var waiters: [String: CheckedContinuation<ServerMessage, any Error>] = [:]
     var stateWatchers: [UInt64: AsyncStream<ConnectionState>.Continuation] = [:]
     var retryWatchers: [UInt64: AsyncStream<RequestRetry>.Continuation] = [:]
+    var errorWatchers: [UInt64: AsyncStream<ProtocolError>.Continuation] = [:]
     var lastState: ConnectionState = .idle
     let log: (@Sendable (RidePushClient.LogLevel, String) -> Void)?
     private var keys: UInt64 = 0
@@ -263,13 +307,13 @@ final class Engine: @unchecked Sendable {
 
     /// A request's answer. Cancelling the calling task stops waiting for it (a control
     /// message already sent may still be applied; its id is not sent again).
-    func request(_ m: ClientMessage, timeout: Duration? = nil) async throws -> ServerMessage {
+    func request(_ m: ClientMessage, zoneFields: ZoneFields? = nil, timeout: Duration? = nil) async throws -> ServerMessage {
         let handle = RequestHandle()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<ServerMessage, any Error>) in
                 post { e in
                     guard !handle.state.withLock({ $0.cancelled }) else { return c.resume(throwing: CancellationError()) }
-                    let id = e.core.request(m, timeout: timeout?.millis)
+                    let id = e.core.request(m, zoneFields: zoneFields, timeout: timeout?.millis)
                     handle.state.withLock { $0.id = id }
                     e.waiters[id] = c
                 }
@@ -336,7 +380,11 @@ final class Engine: @unchecked Sendable {
             if case .closed = s {
                 for c in stateWatchers.values { c.finish() }
                 for c in retryWatchers.values { c.finish() }
+                for c in errorWatchers.values { c.finish() }
             }
+        case .unanswered(let e):
+            log?(.warning, "\(e.code.rawValue): \(e.message)")
+            for c in errorWatchers.values { c.yield(e) }
         case .retrying(let r):
             log?(.warning, "\(r.error.code.rawValue): \(r.error.message); retrying in \(r.delay.millis) ms (\(r.attempt)/\(r.attempts))")
             for c in retryWatchers.values { c.yield(r) }

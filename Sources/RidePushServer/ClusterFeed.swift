@@ -1,6 +1,7 @@
 import CLibWebSockets
 import Foundation
 import RideStore
+import RideStorePostgres
 import Synchronization
 
 /// A node's ear on the shared journal: one thread holding the dedicated LISTEN connection.

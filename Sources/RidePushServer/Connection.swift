@@ -416,14 +416,7 @@ struct Connection {
     }
 
     private func authenticatedMessage(id: String?, sub: String?, scope: String?) -> [UInt8] {
-        var w = JSONWriter(reserving: 128, prefix: pre)
-        w.beginObject()
-        w.field("type", "authenticated")
-        if let id { w.field("id", id) }
-        if let sub { w.field("sub", sub) }
-        if let scope { w.field("scope", scope) }
-        w.endObject()
-        return w.bytes
+        ServerMessages.authenticated(id: id, sub: sub, scope: scope, prefix: pre)
     }
 
     static func rideOf(_ m: ClientMessage) -> String? {

@@ -4,6 +4,7 @@ import RideAuth
 import RideCore
 import RideService
 import RideStore
+import RideStorePostgres
 import Synchronization
 
 /// The server: shared state (registry, metrics, the ticker) and the service threads.
@@ -52,7 +53,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public var listensEverywhere: Bool { listener.isWildcard }
 
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system,
-                faults: StoreFaults = StoreFaults()) throws(ServerError) {
+                faults: (any StoreFaultInjection)? = nil) throws(ServerError) {
         self.config = config
         quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock
@@ -215,9 +216,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
     }
 
-    /// Whether the store takes writes: the last write did not fail and, with PostgreSQL, the
-    /// store's connection is up (a failed write -> false until one succeeds).
-    func storeHealthy() -> Bool { !metrics.storeFailing.load(ordering: .relaxed) && (storeHealth?.isUp ?? true) }
+    /// /healthz's word for the store (Health.store).
+    func storeState() -> String { Health.store(storeWorker.health, connection: storeHealth) }
 
     /// False while this node's listener cannot reach PostgreSQL: it hears of other nodes'
     /// transitions late, so load balancers should prefer another node.
@@ -230,7 +230,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         let now = monotonicMillis()
         let tickAge = now - ticker.lastTick.load(ordering: .relaxed)
         let loopAges = shards.map { now - $0.lastLoop.load(ordering: .relaxed) }
-        let store = storeHealthy()
+        let storeWord = storeState()
+        let store = storeWord == "ok"
         let ok = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store && listenerHealthy
         let c = registry.counts
         var w = JSONWriter()
@@ -258,7 +259,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         w.beginArray()
         for age in loopAges { w.int(age) }
         w.endArray()
-        w.field("store", store ? "ok" : (storeHealth?.isUp == false ? "unreachable" : "failing"))
+        w.field("store", storeWord)
+        Health.writeStoreAges(storeWorker.health, into: &w)
         w.endObject()
         return (ok, w.bytes)
     }

@@ -26,14 +26,7 @@ final class Metrics: Sendable {
 
     func control(_ type: String, _ result: String) {
         controls.withLock { $0[type + "|" + result, default: 0] += 1 }
-        // The store's last write decides /healthz's "store" until the store worker has a probe.
-        if result == "unavailable" { storeFailing.store(true, ordering: .relaxed) }
-        else if result == "ok", Metrics.writes.contains(type) { storeFailing.store(false, ordering: .relaxed) }
     }
-
-    /// Whether the last write to the store failed (`unavailable`).
-    let storeFailing = Atomic<Bool>(false)
-    private static let writes: Set<String> = ["start", "pause", "resume", "end"]
 
     func controlCounts() -> [(type: String, result: String, count: Int)] {
         controls.withLock { d in

@@ -2,74 +2,28 @@ import RideCore
 import RideProtocol
 import RideStore
 
-/// Rides by state, as `/healthz` reports them.
-struct RideCounts: Equatable {
-    var riding = 0
-    var paused = 0
-    var ended = 0
-}
+/// Rides by state (the fleet's counts, as `/healthz` reports them), named here for the files
+/// of this module that do not import RideProtocol.
+typealias RideCounts = RideProtocol.RideCounts
 
-/// Encoders for the operator feed (`watch_all`, `GET /rides`); the wire format is in the
-/// README's protocol tables. Like ServerMessages, each writes after `prefix` spare bytes.
+/// The operator feed's frames from the server's rides: each builds the wire value and hands
+/// it to RideProtocol's one encoder (OpsCodec), which the golden examples check. Frames come
+/// after `prefix` spare bytes (LWS_PRE).
 enum OpsMessages {
-    /// `{"type":"fleet",...}`: every ticking ride of one tick as a positional row
-    /// `[ride, state, elapsed, paused, fare, remaining|null, watchers]`. Encoded once per tick
-    /// for every operator: ~45 bytes a ride instead of a ~130-byte tick message each.
+    /// `{"type":"fleet",...}`: every ticking ride of one tick, row by row, encoded once per
+    /// tick for every operator.
     struct Fleet {
-        private var w: JSONWriter
+        private var e: OpsCodec.FleetEncoder
 
         init(seq: Int64, at: UnixMillis, counts: RideCounts, rides: Int, prefix: Int) {
-            w = JSONWriter(reserving: 96 + rides * 48, prefix: prefix)
-            w.beginObject()
-            w.field("type", "fleet")
-            w.field("seq", seq)
-            w.field("at", at)
-            OpsMessages.counts(&w, counts)
-            w.key("rows")
-            w.beginArray()
+            e = OpsCodec.FleetEncoder(seq: seq, at: at, counts: counts, rides: rides, prefix: prefix)
         }
 
         mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
-            let f = ServerMessages.Figures(ride, plan, at: at)
-            w.beginArray()
-            w.string(ride.id)
-            w.string(ride.state.rawValue)
-            w.int(f.elapsed)
-            w.int(f.paused)
-            w.int(f.fare)
-            if let r = f.remaining { w.int(r) } else { w.null() }
-            w.int(Int64(watchers))
-            w.endArray()
+            e.row(ride, plan, at: at, watchers: watchers)
         }
 
-        consuming func finish() -> [UInt8] {
-            w.endArray()
-            w.endObject()
-            return w.bytes
-        }
-    }
-
-    /// One ride as a snapshot or listing row: the state fields without the plan object.
-    /// `listing` adds `ended_at` and, once ended, `reason` (for `GET /rides`).
-    static func row(_ w: inout JSONWriter, _ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int, listing: Bool) {
-        let f = ServerMessages.Figures(ride, plan, at: at)
-        w.beginObject()
-        w.field("ride", ride.id)
-        w.field("state", ride.state.rawValue)
-        w.field("elapsed", f.elapsed)
-        w.field("paused", f.paused)
-        w.field("fare", f.fare)
-        w.field("currency", plan.currency.code)
-        if let r = f.remaining { w.field("remaining", r) }
-        if let l = ride.limit { w.field("limit", l) }
-        if let o = ride.owner { w.field("owner", o) }
-        w.field("plan", ride.planID)
-        w.field("started_at", ride.startedAt)
-        if listing { w.field("ended_at", ride.endedAt) }
-        w.field("paused_since", ride.pausedSince)
-        if listing, let reason = ride.endReason { w.field("reason", reason.rawValue) }
-        w.field("watchers", Int64(watchers))
-        w.endObject()
+        consuming func finish() -> [UInt8] { e.finish() }
     }
 
     /// The snapshot that answers `watch_all`, in frames of at most `perFrame` rides (`more`
@@ -80,106 +34,50 @@ enum OpsMessages {
         var start = 0
         repeat {
             let end = min(rides.count, start + perFrame)
-            var w = JSONWriter(reserving: 160 + (end - start) * 260, prefix: prefix)
-            w.beginObject()
-            w.field("type", "snapshot")
-            if let id { w.field("id", id) }
-            w.field("seq", seq)
-            w.field("at", at)
-            w.key("more")
-            w.bool(end < rides.count)
-            OpsMessages.counts(&w, counts)
-            w.key("rides")
-            w.beginArray()
-            for r in rides[start..<end] { row(&w, r.ride, r.plan, at: at, watchers: r.watchers, listing: false) }
-            w.endArray()
-            w.endObject()
-            frames.append(w.bytes)
+            let rows = rides[start..<end].map { RideRow($0.ride, $0.plan, at: at, watchers: $0.watchers) }
+            frames.append(OpsCodec.encode(.snapshot(FleetSnapshot(id: id, seq: seq, at: at, more: end < rides.count,
+                                                                  counts: counts, rides: rows)), prefix: prefix))
             start = end
         } while start < rides.count
         return frames
     }
 
-    /// `{"type":"fleet_event","event":"pause","at":…,"ride":{…}}`: a transition, with the ride
-    /// as `GET /rides/{id}` shows it (the receipt once ended) plus its watchers.
+    /// `{"type":"fleet_event","event":"pause","at":…,"ride":{…}}`: a transition (`kind` is
+    /// RideTransition.kind), with the ride as `GET /rides/{id}` shows it plus its watchers.
     static func event(_ kind: String, ride: Ride, plan: FarePlan, at: UnixMillis, watchers: Int, prefix: Int) -> [UInt8] {
-        var w = JSONWriter(reserving: 640, prefix: prefix)
-        w.beginObject()
-        w.field("type", "fleet_event")
-        w.field("event", kind)
-        w.field("at", at)
-        w.key("ride")
-        w.raw(adding(ServerMessages.rideDocument(ride: ride, plan: plan, at: at)) { $0.field("watchers", Int64(watchers)) })
-        w.endObject()
-        return w.bytes
+        guard let k = TransitionKind(rawValue: kind) else { preconditionFailure("not a transition: \(kind)") }
+        let r = WatchedRide(ride: RideSnapshot(ride, plan, at: at), watchers: Int64(watchers))
+        return OpsCodec.encode(.fleetEvent(FleetEvent(event: k, at: at, ride: r)), prefix: prefix)
     }
 
     /// `{"type":"fleet_warning","ride":…,"remaining":…,"at":…}`: 5 minutes or 1 minute left.
     static func warning(ride: String, remaining: Int64, at: UnixMillis, prefix: Int) -> [UInt8] {
-        var w = JSONWriter(reserving: 112, prefix: prefix)
-        w.beginObject()
-        w.field("type", "fleet_warning")
-        w.field("ride", ride)
-        w.field("remaining", remaining)
-        w.field("at", at)
-        w.endObject()
-        return w.bytes
+        OpsCodec.encode(.fleetWarning(FleetWarning(ride: ride, remaining: remaining, at: at)), prefix: prefix)
     }
 
     static func unwatched(id: String?, prefix: Int) -> [UInt8] {
-        var w = JSONWriter(reserving: 64, prefix: prefix)
-        w.beginObject()
-        w.field("type", "unwatched_all")
-        if let id { w.field("id", id) }
-        w.endObject()
-        return w.bytes
+        OpsCodec.encode(.unwatchedAll(id: id), prefix: prefix)
     }
 
     /// `{"rides":[…],"next":"<cursor>"|null}` for `GET /rides`.
     static func page(_ rides: [(ride: Ride, plan: FarePlan, watchers: Int)], at: UnixMillis, next: String?) -> [UInt8] {
-        var w = JSONWriter(reserving: 32 + rides.count * 300)
-        w.beginObject()
-        w.key("rides")
-        w.beginArray()
-        for r in rides { row(&w, r.ride, r.plan, at: at, watchers: r.watchers, listing: true) }
-        w.endArray()
-        w.key("next")
-        if let next { w.string(next) } else { w.null() }
-        w.endObject()
-        return w.bytes
+        OpsCodec.page(RideListing(rides: rides.map { RideRow($0.ride, $0.plan, at: at, watchers: $0.watchers) }, next: next))
     }
 
-    /// A ride document (or `state` message) with its journal and watchers, for operators.
-    static func withJournal(_ document: [UInt8], journal: [RideTransition], watchers: Int) -> [UInt8] {
-        adding(document) { w in
-            w.key("journal")
-            w.beginArray()
-            for t in journal {
-                w.beginObject()
-                w.field("event", t.kind)
-                w.field("at", t.at)
-                if case .end(_, let reason, let metres) = t {
-                    w.field("reason", reason.rawValue)
-                    if metres > 0 { w.field("distance", metres) }
-                }
-                w.endObject()
-            }
-            w.endArray()
-            w.field("watchers", Int64(watchers))
-        }
+    /// An operator's `get`: the state with the journal and watchers (without them when the
+    /// journal could not be read).
+    static func journalState(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, journal: [RideTransition]?,
+                             watchers: Int, prefix: Int) -> [UInt8] {
+        let snapshot = RideSnapshot(ride, plan, at: at)
+        guard let journal else { return ServerCodec.encode(.state(snapshot, id: id), prefix: prefix) }
+        let r = WatchedRide(ride: snapshot, journal: journal.map(JournalEntry.init), watchers: Int64(watchers))
+        return OpsCodec.encode(.state(r, id: id), prefix: prefix)
     }
 
-    /// `object` (one encoded JSON object, possibly after spare bytes) with more fields at its end.
-    static func adding(_ object: [UInt8], _ fields: (inout JSONWriter) -> Void) -> [UInt8] {
-        precondition(object.last == UInt8(ascii: "}"), "not an encoded object")
-        var tail = JSONWriter(reserving: 256)
-        fields(&tail)
-        var out = object
-        out.removeLast()
-        out.append(UInt8(ascii: ","))
-        out.append(contentsOf: tail.bytes)
-        out.append(UInt8(ascii: "}"))
-        return out
+    /// `GET /rides/{id}` for an operator (or with `?journal=1`): the document with its journal and watchers.
+    static func documentWithJournal(ride: Ride, plan: FarePlan, at: UnixMillis, journal: [RideTransition], watchers: Int) -> [UInt8] {
+        OpsCodec.document(WatchedRide(ride: RideSnapshot(ride, plan, at: at), journal: journal.map(JournalEntry.init),
+                                      watchers: Int64(watchers)))
     }
 
     /// `{"error":{"code":…,"message":…}}`, as every HTTP error of the server (Shard.errorJSON),
@@ -194,15 +92,6 @@ enum OpsMessages {
         w.endObject()
         w.endObject()
         return w.bytes
-    }
-
-    static func counts(_ w: inout JSONWriter, _ c: RideCounts) {
-        w.key("counts")
-        w.beginObject()
-        w.field("riding", Int64(c.riding))
-        w.field("paused", Int64(c.paused))
-        w.field("ended", Int64(c.ended))
-        w.endObject()
     }
 
     // MARK: the listing's cursor

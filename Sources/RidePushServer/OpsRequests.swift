@@ -4,30 +4,6 @@ import RideCore
 import RideProtocol
 import RideStore
 
-/// `watch_all` / `unwatch_all`, the operator's requests. Read here, after the ride.v1 codec
-/// found no such type, so the codec stays the riders' protocol.
-struct OpsRequest: Equatable, Sendable {
-    enum Kind: Sendable { case watchAll, unwatchAll }
-    let kind: Kind
-    let id: String?
-
-    static func decode(_ bytes: some Collection<UInt8>) -> OpsRequest? {
-        guard case .object(let o)? = try? JSON.parse(bytes), let type = o["type"]?.string else { return nil }
-        let kind: Kind
-        switch type {
-        case "watch_all": kind = .watchAll
-        case "unwatch_all": kind = .unwatchAll
-        default: return nil
-        }
-        var id: String?
-        if let raw = o["id"] {
-            guard let s = raw.string, !s.isEmpty, s.utf8.count <= ClientCodec.maxIDLength else { return nil }
-            id = s
-        }
-        return OpsRequest(kind: kind, id: id)
-    }
-}
-
 /// What a store read for an operator view answers: an HTTP status (ignored over the socket)
 /// and the body or message.
 struct OpsAnswer: Sendable {
@@ -72,11 +48,10 @@ enum OpsReads {
     /// `get` by an operator: the state with the journal and the watchers.
     static func journalState(_ live: LiveRide, id: String?, pre: Int) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
         { store, registry in
-            let state = ServerMessages.state(ride: registry.snapshot(live), plan: live.plan, at: registry.clock.now(), id: id, prefix: pre)
             registry.metrics.add(registry.metrics.storeRideReads)
-            guard let journal = (try? store.ride(live.id))??.journal else { return OpsAnswer(status: 200, body: state) }
-            return OpsAnswer(status: 200, body: OpsMessages.withJournal(state, journal: journal,
-                                                                        watchers: live.subscriberCount.load(ordering: .relaxed)))
+            let journal = (try? store.ride(live.id))??.journal
+            return OpsAnswer(status: 200, body: OpsMessages.journalState(ride: registry.snapshot(live), plan: live.plan, at: registry.clock.now(), id: id,
+                                                                         journal: journal, watchers: live.subscriberCount.load(ordering: .relaxed), prefix: pre))
         }
     }
 
@@ -95,9 +70,8 @@ enum OpsReads {
             }
             let live = registry.find(id)
             let plan = live?.plan ?? registry.plans[stored.planID] ?? .standard
-            let doc = ServerMessages.rideDocument(ride: stored.ride, plan: plan, at: registry.clock.now())
-            return OpsAnswer(status: 200, body: OpsMessages.withJournal(doc, journal: stored.journal,
-                                                                        watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0))
+            return OpsAnswer(status: 200, body: OpsMessages.documentWithJournal(ride: stored.ride, plan: plan, at: registry.clock.now(), journal: stored.journal,
+                                                                                watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0))
         }
     }
 }

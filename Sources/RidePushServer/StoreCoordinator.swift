@@ -329,7 +329,7 @@ final class StoreCoordinator: GroupCommitClient {
                             // Refused because another node changed the ride first: for this
                             // request the ride's state did not allow it (the reply-key case
                             // stays a conflict).
-                            if code == .conflict, !c.isStart, !failure.message.hasPrefix("a reply is already recorded") { code = .invalidTransition }
+                            if code == .conflict, !c.isStart, failure.refusal != .replyAlreadyRecorded { code = .invalidTransition }
                             metrics.control(type, code.rawValue)
                             let e = ProtocolError(code, "could not record the \(type): \(failure.message)", id: id)
                             events[to.shard].append(.reply(to.session, ServerMessages.error(e, prefix: pre), ride: nil))

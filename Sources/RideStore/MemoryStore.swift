@@ -74,10 +74,10 @@ public final class MemoryStore: RideStore {
     private func refusal(_ write: StoreWrite) -> StoreError? {
         switch write {
         case .create(let new, let reply):
-            if rowOf[new.id] != nil { return StoreError(.conflict, "ride \(new.id) already exists") }
+            if rowOf[new.id] != nil { return StoreError(.rideExists, "ride \(new.id) already exists") }
             return taken(reply)
         case .append(let entry, let reply):
-            guard let r = rowOf[entry.ride] else { return StoreError(.notFound, "no ride \(entry.ride)") }
+            guard let r = rowOf[entry.ride] else { return StoreError(.rideNotFound, "no ride \(entry.ride)") }
             if let e = StoreRules.appendRefusal(entry, lastSeq: Int64(rows[r].count), state: rows[r].state) { return e }
             return taken(reply)
         }
@@ -166,7 +166,7 @@ public final class MemoryStore: RideStore {
 
     private func taken(_ reply: ReplyRecord?) -> StoreError? {
         if let reply, replyOf[reply.key] != nil {
-            return StoreError(.conflict, "a reply is already recorded for \(reply.key)")
+            return StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply.key)")
         }
         return nil
     }
@@ -181,7 +181,7 @@ public enum StoreRules {
         let command: RideCommand
         switch entry.transition {
         case .start:
-            return StoreError(.conflict, "ride \(entry.ride) has already started; a start cannot be appended")
+            return StoreError(.notAllowed, "ride \(entry.ride) has already started; a start cannot be appended")
         case .pause: command = .pause
         case .resume: command = .resume
         case .end: command = .end
@@ -191,9 +191,9 @@ public enum StoreRules {
         case (.riding, .pause), (.paused, .resume), (.riding, .end), (.paused, .end): allowed = true
         default: allowed = false
         }
-        if !allowed { return StoreError(.conflict, "ride \(entry.ride): \(RideError(state: state, command: command))") }
+        if !allowed { return StoreError(.notAllowed, "ride \(entry.ride): \(RideError(state: state, command: command))") }
         if entry.seq != lastSeq + 1 {
-            return StoreError(.conflict, "ride \(entry.ride): entry \(entry.seq) is not the next one (the last is \(lastSeq))")
+            return StoreError(.notNext, "ride \(entry.ride): entry \(entry.seq) is not the next one (the last is \(lastSeq))")
         }
         return nil
     }

@@ -41,6 +41,21 @@ public protocol RideStore: AnyObject {
 
     /// Releases the file or connection (later calls throw `.unavailable`). Safe to call twice.
     func close()
+
+    /// A cheap round trip proving the store answers again (`SELECT 1` on PostgreSQL, a read
+    /// and room to write on SQLite). The store worker calls it, on its own thread and on a
+    /// backoff, while the store is failing, so health returns without any client's write.
+    func probe() throws(StoreError)
+
+    /// False while the store knows it cannot reach its data (a lost PostgreSQL connection):
+    /// the worker then probes it even though no commit failed.
+    var reachable: Bool { get }
+}
+
+extension RideStore {
+    /// A read that touches the store's data (the ride id "" is never valid).
+    public func probe() throws(StoreError) { _ = try ride("") }
+    public var reachable: Bool { true }
 }
 
 /// A store whose commit can return before its log is on disk, with a separate way to make it
@@ -185,6 +200,23 @@ public struct StoredRide: Sendable, Equatable {
     }
 }
 
+/// Why a store refused one write of a group (the others still commit). Every store refuses
+/// the same writes for the same reasons (`StoreRules`).
+public enum StoreRefusal: String, Sendable, Equatable {
+    /// A `.create` whose ride id exists.
+    case rideExists = "ride_exists"
+    /// An `.append` to a ride id the store does not hold.
+    case rideNotFound = "ride_not_found"
+    /// An `.append` whose `seq` is not one past the ride's last entry (another writer was first).
+    case notNext = "not_next"
+    /// An `.append` the ride's state does not allow (a start appended, a pause of an ended ride).
+    case notAllowed = "not_allowed"
+    /// The write's reply key already has a reply recorded (the request was applied before).
+    case replyAlreadyRecorded = "reply_already_recorded"
+
+    public var kind: StoreError.Kind { self == .rideNotFound ? .notFound : .conflict }
+}
+
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         /// Cannot read or write now (unwritable path, disk full, I/O error, locked, closed);
@@ -204,11 +236,22 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public let kind: Kind
+    /// Why one write was refused (kind `.conflict` or `.notFound`); nil for every other error.
+    /// Callers branch on this, never on `message`.
+    public let refusal: StoreRefusal?
     /// Human-readable; for file problems it names the path.
     public let message: String
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
+        refusal = nil
+        self.message = message
+    }
+
+    /// One write refused by the store's rules (see `StoreRefusal`).
+    public init(_ refusal: StoreRefusal, _ message: String) {
+        kind = refusal.kind
+        self.refusal = refusal
         self.message = message
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import RideCore
 import Synchronization
 
 /// What a store worker runs: turns a group of queued jobs into writes (deciding them; it may
@@ -37,11 +38,17 @@ public protocol GroupCommitClient: AnyObject, SendableMetatype {
 /// A `.commitFailed` error (at COMMIT or at the sync) stops the process through `fatal`: the
 /// fate of those transactions is unknown, and only a restart reading the file can tell what is
 /// durable. Nobody has been told about them.
-public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue`/`stopping` are guarded by `wake`, `handed`/`syncQuit` by `syncWake`; the worker thread alone calls prepare/finish and the store, publish runs on one thread at a time (see GroupCommitClient)
+///
+/// The worker also keeps its store's health (`StoreHealth`): since when a group and a sync have
+/// been in flight, and the store's last success and failure. While the store is failing (or
+/// says it cannot reach its data) and nothing is queued, the worker probes it on a backoff, so
+/// health returns with the store and not with the next client's write.
+public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {  // `queue`/`stopping` are guarded by `wake`, `handed`/`syncQuit` by `syncWake`; the worker thread alone calls prepare/finish, the store and its probe (`probeAt`/`probeBackoff`), asserted in debug builds; publish runs on one thread at a time (see GroupCommitClient)
     private let store: RideStore
     private let deferring: LogSyncing?
     private let client: Client
-    private let faults: StoreFaults
+    /// Test-only fault points (RideStoreTesting, or the environment in debug builds); nil in a deployment.
+    private let faults: (any StoreFaultInjection)?
     private let fatal: @Sendable (StoreError) -> Void
     private let wake = NSCondition()
     private var queue: [Client.Job] = []
@@ -64,15 +71,42 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
     public let syncs = Atomic<Int>(0)
     /// Jobs waiting (for /healthz and tests).
     public var queued: Int { wake.lock(); defer { wake.unlock() }; return queue.count }
+    /// What /healthz reads: groups and syncs in flight since when, last success and failure.
+    public let health: StoreHealth
+    /// Probes run by this worker (tests and /metrics).
+    public let probes = Atomic<Int>(0)
+    /// The first probe of a failing store comes this long after the failure, then doubling up
+    /// to `maxProbeMillis`: short enough that /healthz is ok within about a second of the
+    /// store's return, long enough that a dead store costs a round trip a second at most.
+    public static var firstProbeMillis: Int64 { 250 }
+    public static var maxProbeMillis: Int64 { 1_000 }
+    /// Worker thread only: when the next probe is due (nil: none, the store is healthy).
+    private var probeAt: Int64?
+    private var probeBackoff: Int64 = 0
+    /// The worker thread, once started: debug builds check the methods only it may run.
+    private let workerThread = Locked<pthread_t?>(nil)
 
-    public init(store: RideStore, client: Client, faults: StoreFaults = StoreFaults(), maxGroup: Int = 4096,
+    public init(store: RideStore, client: Client, faults: (any StoreFaultInjection)? = nil, maxGroup: Int = 4096,
+                health: StoreHealth = StoreHealth(),
                 fatal: @escaping @Sendable (StoreError) -> Void) {
         self.store = store
         deferring = store as? LogSyncing
         self.client = client
         self.faults = faults
         self.maxGroup = maxGroup
+        self.health = health
         self.fatal = fatal
+    }
+
+    /// Debug builds: stops at once when called off the worker thread (GRDB's
+    /// `SerializedDatabase` precondition). The store and the client's decide/finish state
+    /// belong to that thread alone; a call from elsewhere is a data race waiting to happen.
+    @inline(__always) public func assertOnWorkerThread(_ what: @autoclosure () -> String = "", file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+        let owner = workerThread.withLock { $0 }
+        precondition(owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false,
+                     "store worker: \(what()) called off the ride-store thread", file: file, line: line)
+        #endif
     }
 
     /// Starts the worker thread (and the sync thread, for a store that defers its sync).
@@ -97,6 +131,14 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         wake.unlock()
     }
 
+    /// Has the worker look at its probe schedule now: for tests that step the health clock by
+    /// hand instead of waiting for the backoff to pass. Any thread.
+    public func nudge() {
+        wake.lock()
+        wake.signal()
+        wake.unlock()
+    }
+
     public func submit(_ jobs: [Client.Job]) {
         guard !jobs.isEmpty else { return }
         wake.lock()
@@ -115,22 +157,83 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         stopped.wait()
     }
 
+    /// The next group, or nil once stopping with nothing queued. While the store is failing and
+    /// nothing is queued, waits no longer than the next probe and runs it (on this thread: a
+    /// probe never races a commit).
     private func take() -> [Client.Job]? {
-        wake.lock()
-        defer { wake.unlock() }
-        while queue.isEmpty && !stopping { wake.wait() }
-        if queue.isEmpty { return nil }
-        if queue.count <= maxGroup {
-            let jobs = queue
-            queue.removeAll(keepingCapacity: true)
+        while true {
+            var due = probeDue()
+            if let d = due, d <= 0 {
+                probe()
+                due = probeDue()
+            }
+            wake.lock()
+            if queue.isEmpty && !stopping {
+                if let d = due, d > 0 {
+                    _ = wake.wait(until: Date(timeIntervalSinceNow: Double(d) / 1000))
+                } else if due == nil {
+                    wake.wait()
+                }
+            }
+            if queue.isEmpty {
+                let stop = stopping
+                wake.unlock()
+                if stop { return nil }
+                continue
+            }
+            let jobs: [Client.Job]
+            if queue.count <= maxGroup {
+                jobs = queue
+                queue.removeAll(keepingCapacity: true)
+            } else {
+                jobs = Array(queue.prefix(maxGroup))
+                queue.removeFirst(maxGroup)
+            }
+            wake.unlock()
             return jobs
         }
-        let jobs = Array(queue.prefix(maxGroup))
-        queue.removeFirst(maxGroup)
-        return jobs
+    }
+
+    /// Milliseconds until the next probe (≤ 0: due now), nil when the store needs none.
+    private func probeDue() -> Int64? {
+        assertOnWorkerThread("probeDue")
+        let report = health.snapshot
+        guard report.failing || !store.reachable else {
+            probeAt = nil
+            probeBackoff = 0
+            return nil
+        }
+        let now = health.clock()
+        if probeAt == nil {
+            probeBackoff = Self.firstProbeMillis
+            probeAt = (report.failing ? report.lastFailure ?? now : now) + probeBackoff
+        }
+        return probeAt! - now
+    }
+
+    /// One probe of a failing store; on failure the next waits twice as long (to a bound).
+    private func probe() {
+        assertOnWorkerThread("probe")
+        probes.add(1, ordering: .relaxed)
+        let began = health.clock()
+        // In flight like a group: a probe that hangs (a store that accepts and never answers)
+        // is a stall, not a silence.
+        health.commitBegan()
+        defer { health.commitEnded() }
+        do throws(StoreError) {
+            try store.probe()
+            health.succeeded()
+            probeAt = nil
+            probeBackoff = 0
+        } catch {
+            health.failed(error.message)
+            probeBackoff = min(probeBackoff * 2, Self.maxProbeMillis)
+            probeAt = began + probeBackoff
+        }
     }
 
     private func run() {
+        workerThread.withLock { $0 = pthread_self() }
         while let jobs = take() {
             guard commitGroup(jobs) else { return }
         }
@@ -145,25 +248,35 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
 
     /// Decides and writes one group; false when the process must stop (fate unknown).
     private func commitGroup(_ jobs: [Client.Job]) -> Bool {
+        assertOnWorkerThread("commitGroup")
+        health.commitBegan()
         let batch = client.prepare(jobs, store: store)
         guard !batch.isEmpty else {
-            settled(client.finish(.success([]), store: store), wrote: false)
+            let group = client.finish(.success([]), store: store)
+            health.commitEnded()
+            settled(group, wrote: false)
             return true
         }
-        faults.beforeCommit()
+        faults?.beforeCommit()
         do throws(StoreError) {
-            if faults.commitFails() { throw StoreError(.commitFailed, "injected I/O error at COMMIT (RIDEPUSH_TEST_FAIL_COMMITS_WHILE)") }
+            if let injected = faults?.commitFailure() { throw injected }
             let results: [WriteResult]
             if let deferring { results = try deferring.commitUnsynced(batch) } else { results = try store.commit(batch) }
             commits.add(1, ordering: .relaxed)
             writes.add(batch.count, ordering: .relaxed)
-            settled(client.finish(.success(results), store: store), wrote: true)
+            health.succeeded()
+            let group = client.finish(.success(results), store: store)
+            health.commitEnded()
+            settled(group, wrote: true)
         } catch {
             if error.kind == .commitFailed {
                 fatal(error)
                 return false
             }
-            settled(client.finish(.failure(error), store: store), wrote: false)
+            health.failed(error.message)
+            let group = client.finish(.failure(error), store: store)
+            health.commitEnded()
+            settled(group, wrote: false)
         }
         return true
     }
@@ -188,11 +301,14 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             syncWake.unlock()
             if groups.isEmpty { break }
             if groups.contains(where: \.wrote) {
-                faults.beforeSync()
+                health.syncBegan()
+                faults?.beforeSync()
                 do throws(StoreError) {
-                    if faults.syncFails() { throw StoreError(.commitFailed, "injected fsync error (RIDEPUSH_TEST_FAIL_SYNCS_WHILE)") }
+                    defer { health.syncEnded() }
+                    if let injected = faults?.syncFailure() { throw injected }
                     try sync()
                     syncs.add(1, ordering: .relaxed)
+                    health.succeeded()
                 } catch {
                     fatal(error)
                     return
@@ -201,50 +317,5 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             for g in groups { client.publish(g.group) }
         }
         syncStopped.signal()
-    }
-}
-
-/// Fault points for tests, all off unless asked for through the environment.
-public struct StoreFaults: Sendable {
-    /// While this file exists, every commit waits before it starts (a disk that stalls).
-    public var stallWhileFileExists: String?
-    /// While this file exists, a commit fails as an I/O error at COMMIT would (fate unknown).
-    public var failWhileFileExists: String?
-    /// While this file exists, the log sync waits before it starts (a slow fsync).
-    public var stallSyncWhileFileExists: String?
-    /// While this file exists, the log sync fails as a failed fsync would.
-    public var failSyncWhileFileExists: String?
-
-    public init(stallWhileFileExists: String? = nil, failWhileFileExists: String? = nil,
-                stallSyncWhileFileExists: String? = nil, failSyncWhileFileExists: String? = nil) {
-        self.stallWhileFileExists = stallWhileFileExists
-        self.failWhileFileExists = failWhileFileExists
-        self.stallSyncWhileFileExists = stallSyncWhileFileExists
-        self.failSyncWhileFileExists = failSyncWhileFileExists
-    }
-
-    /// `RIDEPUSH_TEST_STALL_COMMITS_WHILE=<path>`, `RIDEPUSH_TEST_FAIL_COMMITS_WHILE=<path>`,
-    /// `RIDEPUSH_TEST_STALL_SYNCS_WHILE=<path>`, `RIDEPUSH_TEST_FAIL_SYNCS_WHILE=<path>`
-    /// (tests only; unset in any deployment).
-    public static func fromEnvironment() -> StoreFaults {
-        let env = ProcessInfo.processInfo.environment
-        return StoreFaults(stallWhileFileExists: env["RIDEPUSH_TEST_STALL_COMMITS_WHILE"],
-                           failWhileFileExists: env["RIDEPUSH_TEST_FAIL_COMMITS_WHILE"],
-                           stallSyncWhileFileExists: env["RIDEPUSH_TEST_STALL_SYNCS_WHILE"],
-                           failSyncWhileFileExists: env["RIDEPUSH_TEST_FAIL_SYNCS_WHILE"])
-    }
-
-    func beforeCommit() { Self.wait(while: stallWhileFileExists) }
-    func beforeSync() { Self.wait(while: stallSyncWhileFileExists) }
-    func commitFails() -> Bool { Self.exists(failWhileFileExists) }
-    func syncFails() -> Bool { Self.exists(failSyncWhileFileExists) }
-
-    private static func wait(while path: String?) {
-        while exists(path) { usleep(2_000) }
-    }
-
-    private static func exists(_ path: String?) -> Bool {
-        guard let path else { return false }
-        return access(path, F_OK) == 0
     }
 }

@@ -37,6 +37,7 @@ func describe(_ e: RideEvent) -> [(String, String)] {
     case .state(let s): return [("kind", "state"), ("state", s.state.rawValue), ("elapsed", "\(s.elapsed)"), ("at", "\(s.at)")]
     case .tick(let t): return [("kind", "tick"), ("state", t.state.rawValue), ("elapsed", "\(t.elapsed)"), ("at", "\(t.at)")]
     case .warning(let r): return [("kind", "warning"), ("remaining", "\(r)")]
+    case .zone(let name, _): return [("kind", "zone"), ("zone", name ?? "")]
     case .ended(let s): return [("kind", "ended"), ("elapsed", "\(s.elapsed)"), ("fare", "\(s.fare)"), ("at", "\(s.at)")]
     }
 }

@@ -9,8 +9,9 @@ import Synchronization
 let rideOptions = OptionTable(usage: """
     usage: ridepush ride start [--ride ID] [--plan PLAN] [--limit SECONDS]
            ridepush ride pause|resume|get|share ID
-           ridepush ride end ID [--distance METRES]
+           ridepush ride end ID [--distance METRES] [--force]
            ridepush ride watch ID
+           ridepush ride simulate ID --gpx TRACK.gpx [--speed X]
     """, options: [
     .string("--url", placeholder: "ws://HOST:PORT/ws", env: "RIDEPUSH_URL", default: "ws://127.0.0.1:8080/ws", help: "server; wss:// for TLS"),
     .string("--token", placeholder: "TOKEN", env: "RIDEPUSH_TOKEN", help: "bearer token. With `make run` it is the token= part of the page URL the server prints (it also prints this command ready to paste); otherwise make one with `ridepush token --control --sub RIDER`"),
@@ -19,13 +20,17 @@ let rideOptions = OptionTable(usage: """
     .string("--plan", placeholder: "PLAN", needs: "a plan id", help: "start: the fare plan's id"),
     .int("--limit", placeholder: "SECONDS", range: 1...Int(InputBounds.maxQuantity), unit: "seconds", help: "start: the ride's time limit"),
     .int("--distance", placeholder: "METRES", range: 0...Int(InputBounds.maxQuantity), unit: "metres", help: "end: the distance ridden"),
+    .flag("--force", help: "end: end even where the zones refuse it or no recent position is known (ops tokens only; the receipt says so)"),
+    .string("--gpx", placeholder: "PATH", needs: "a GPX file", help: "simulate: ride the track in PATH (its <trkpt> lat/lon/time), reporting each point as the ride's position at its recorded pace"),
+    .string("--speed", placeholder: "X", needs: "a number", help: "simulate: play the track X times faster (default 1; points without a time are 1 s apart)"),
     .choice("--lang", of: ["ko", "en"], help: "output language (default: Korean when LC_ALL or LANG starts with ko, else English)"),
-    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share: give up after this long (an unavailable or rate_limited answer is retried after 1, 2, 4, 8 s while this allows, then the server's answer is printed)"),
+    .int("--wait", placeholder: "SECONDS", range: 1...86_400, unit: "seconds", default: 15, help: "start/pause/resume/end/get/share (and simulate's check that the server read every point): give up after this long (an unavailable or rate_limited answer is retried after 1, 2, 4, 8 s while this allows, then the server's answer is printed)"),
     .flag("--insecure", help: "with wss://, accept a self-signed certificate"),
 ], footer: """
     A device client on the RidePushClient SDK: requests are retried across reconnects with one
     request id (applied once); watch prints a line whenever the ride's figures change, keeps going
-    through server restarts, and ends with the receipt.
+    through server restarts, and ends with the receipt. simulate prints what watch prints (and
+    each zone change) while it reports the track's points; Ctrl-C stops it.
     """)
 
 /// Everything the CLI prints, in one language per run.
@@ -76,6 +81,7 @@ struct Words: Sendable {
         if let r = s.remaining, s.state != .ended {
             parts.append(korean ? "남은 시간 \(duration(r))" : "\(duration(r)) left")
         }
+        if let d = s.distance { parts.append(metres(d)) }
         return parts.joined(separator: " · ")
     }
 
@@ -92,7 +98,7 @@ struct Words: Sendable {
                 ? ["unlock": "잠금 해제", "riding": "주행", "distance": "주행 거리", "pause": "일시정지 요금",
                    "cap": "요금 상한 할인", "floor": "할인 한도 조정"]
                 : ["unlock": "unlock", "riding": "riding", "distance": "distance", "pause": "pause charge",
-                   "cap": "fare cap", "floor": "discount limited to the fare"])[l.label] ?? l.label
+                   "cap": "fare cap", "floor": "discount limited to the fare"])[l.label.rawValue] ?? l.label.rawValue
             var text = label
             if let m = l.minutes { text += korean ? " \(m)분" : " \(m) min" }
             if let k = l.km { text += " \(k) km" }
@@ -100,9 +106,10 @@ struct Words: Sendable {
         }
         let reason: String
         switch r.reason {
-        case "time_limit": reason = korean ? "시간 제한으로 종료" : "time limit reached"
-        case "pause_limit": reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
-        default: reason = korean ? "반납" : "returned by the rider"
+        case .timeLimit: reason = korean ? "시간 제한으로 종료" : "time limit reached"
+        case .pauseLimit: reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
+        case .byOperator: reason = korean ? "운영자가 종료" : "ended by an operator"
+        case .rider: reason = korean ? "반납" : "returned by the rider"
         }
         out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  total \(money(r.fare, r.currency)) (\(reason))")
         return out
@@ -184,8 +191,8 @@ func rideCommand(_ args: [String]) -> Int32 {
     if a.help || a.positional.isEmpty { print(rideOptions.help, terminator: ""); return a.help ? 0 : 2 }
     let words = Words(flag: a.string("--lang"), environment: env)
     let verb = a.positional[0]
-    guard ["start", "pause", "resume", "end", "get", "share", "watch"].contains(verb) else {
-        return fail("ride: unknown action \(verb) (start, pause, resume, end, get, share, watch)")
+    guard ["start", "pause", "resume", "end", "get", "share", "watch", "simulate"].contains(verb) else {
+        return fail("ride: unknown action \(verb) (start, pause, resume, end, get, share, watch, simulate)")
     }
     if verb != "start", a.positional.count != 2 {
         return fail("ride \(verb): give the ride id, e.g. ridepush ride \(verb) r-42")
@@ -195,6 +202,16 @@ func rideCommand(_ args: [String]) -> Int32 {
     let limit = a.int("--limit").map(Int64.init)
     let distance = a.int("--distance").map(Int64.init)
     let waitSeconds = a.int("--wait")!
+    var track: Track?
+    if verb == "simulate" {
+        switch Track.load(path: a.string("--gpx"), speed: a.string("--speed")) {
+        case .success(let t): track = t
+        case .failure(let why): return fail("ride simulate: \(why)")
+        }
+    } else if let option = ["--gpx", "--speed"].first(where: { a.string($0) != nil }) {
+        return fail("ride \(verb): \(option) is for simulate only")
+    }
+    if a.flag("--force"), verb != "end" { return fail("ride \(verb): --force is for end only") }
     let urlText = a.string("--url")!
     guard let url = URL(string: urlText), let scheme = url.scheme, ["ws", "wss"].contains(scheme), url.host != nil else {
         return fail("ride: --url \(urlText): expected ws://HOST:PORT/ws or wss://…")
@@ -219,7 +236,7 @@ func rideCommand(_ args: [String]) -> Int32 {
     }
     let outcome = Outcome()
     let done = DispatchSemaphore(value: 0)
-    let watching = verb == "watch"
+    let watching = verb == "watch" || verb == "simulate"
 
     Task {
         var lostOnce = false
@@ -239,7 +256,9 @@ func rideCommand(_ args: [String]) -> Int32 {
     Task {
         defer { done.signal() }
         do {
-            if watching {
+            if let track {
+                try await simulate(client, ride, track, words, outcome, wait: .seconds(waitSeconds))
+            } else if watching {
                 try await watch(client, ride, words)
             } else {
                 let wait = Duration.seconds(waitSeconds)
@@ -249,7 +268,7 @@ func rideCommand(_ args: [String]) -> Int32 {
                                                              limit: limit.map { .seconds($0) }, timeout: wait)
                 case "pause": reply = try await client.pause(ride, timeout: wait)
                 case "resume": reply = try await client.resume(ride, timeout: wait)
-                case "end": reply = try await client.end(ride, distance: distance, timeout: wait)
+                case "end": reply = try await client.end(ride, distance: distance, force: a.flag("--force"), timeout: wait)
                 case "get": reply = try await client.get(ride, timeout: wait)
                 default:
                     let link = try await client.share(ride, timeout: wait)
@@ -284,7 +303,11 @@ func rideCommand(_ args: [String]) -> Int32 {
 /// Prints one line whenever what a rider would see changes (ticks of a paused ride change
 /// only the pause time; a tick in the same second as the snapshot changes nothing).
 func watch(_ client: RidePushClient, _ ride: String, _ words: Words) async throws {
-    let feed = client.ride(ride)
+    try await watch(client.ride(ride), words)
+}
+
+func watch(_ feed: RideFeed, _ words: Words) async throws {
+    let ride = feed.ride
     var last = ""
     for try await event in feed {
         switch event {
@@ -298,6 +321,8 @@ func watch(_ client: RidePushClient, _ ride: String, _ words: Words) async throw
             if line != last { print(line); last = line }
         case .warning(let remaining):
             print(words.warning(ride, remaining))
+        case .zone(let name, let rules):
+            print(words.zone(ride, name, rules))
         }
         fflush(nil)
     }

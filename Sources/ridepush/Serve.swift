@@ -5,6 +5,8 @@ import RideCore
 import RideOptions
 import RidePushServer
 import RideStore
+import RideStorePostgres
+import RideStoreSQLite
 
 /// `ridepush serve`'s options, one line each: parsed and printed by `--help` from this table.
 let serveOptions: OptionTable = {
@@ -118,7 +120,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             links = (signer.sign(TokenClaims(sub: "local", scope: .control, exp: now + 12 * 3600, iat: now)),
                      signer.sign(TokenClaims(sub: "ops", scope: .control, ops: true, exp: now + 12 * 3600, iat: now)))
         }
-        let hub = try Hub(config: c, store: store, faults: .fromEnvironment())
+        let hub = try Hub(config: c, store: store, faults: StoreFaults.fromEnvironment())
         let scheme = c.tlsCert == nil ? "http" : "https"
         // What is really bound; for every interface also where this machine reaches it.
         let bound = hub.urlHost, shown = hub.localURLHost

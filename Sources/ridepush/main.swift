@@ -11,8 +11,9 @@ usage:
   ridepush serve [--host H] [--port P] [--public DIR] [--store PATH|memory] ...
   ridepush ride start [--ride ID] [--plan P] [--limit S] [--url ws://…/ws] [--token T]
   ridepush ride pause|resume|get|share ID [--url …] [--token T]
-  ridepush ride end ID [--distance METRES] [--url …] [--token T]
+  ridepush ride end ID [--distance METRES] [--force] [--url …] [--token T]
   ridepush ride watch ID [--url …] [--token T]
+  ridepush ride simulate ID --gpx TRACK.gpx [--speed X] [--url …] [--token T]
   ridepush token [--watch|--control] [--ride ID] [--sub RIDER] [--ops] [--ttl 2h] [--store PATH]
   ridepush bench --url ws://127.0.0.1:8080/ws -n CLIENTS ...
   ridepush --version

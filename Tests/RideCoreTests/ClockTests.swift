@@ -110,7 +110,7 @@ final class ClockTests: XCTestCase {
             let elapsed = ride.elapsedSeconds(at: at)
             XCTAssertEqual(elapsed, previous + 1, "tick \(n)")
             XCTAssertEqual(elapsed, Int64(n))
-            let f = ServerMessages.Figures(ride, .standard, at: at)
+            let f = RideFigures(ride, .standard, at: at)
             XCTAssertEqual(f.elapsed, elapsed)
             XCTAssertEqual(f.paused, 0)
             fares[elapsed] = f.fare

@@ -47,7 +47,7 @@ final class RideTests: XCTestCase {
     }
 
     private func fare(_ ride: Ride, at t: UnixMillis) -> Int64 {
-        ServerMessages.Figures(ride, plan, at: t).fare
+        RideFigures(ride, plan, at: t).fare
     }
 
     private func refusal(_ ride: Ride, _ command: RideCommand, at t: UnixMillis) -> RideError? {
@@ -539,7 +539,7 @@ final class RideTests: XCTestCase {
         XCTAssertEqual(ride.remainingSeconds(at: clock.now()), 0)
         clock.advance(seconds: 100)
         XCTAssertEqual(ride.remainingSeconds(at: clock.now()), 0, "never negative")
-        XCTAssertEqual(ServerMessages.Figures(ride, plan, at: clock.now()).remaining, 0)
+        XCTAssertEqual(RideFigures(ride, plan, at: clock.now()).remaining, 0)
     }
 
     func testFiguresAgreeWithTheRideAndTheFareEngine() {
@@ -548,7 +548,7 @@ final class RideTests: XCTestCase {
         clock.advance(seconds: 125)
         perform(&ride, .pause, clock)
         clock.advance(seconds: 7)
-        let f = ServerMessages.Figures(ride, plan, at: clock.now())
+        let f = RideFigures(ride, plan, at: clock.now())
         XCTAssertEqual(f.elapsed, 125)
         XCTAssertEqual(f.paused, 7)
         XCTAssertEqual(f.fare, 860)

@@ -309,6 +309,7 @@ final class ClientCoreTests: XCTestCase {
             case .tick(let t): return "tick \(t.elapsed)"
             case .warning(let r): return "warning \(r)"
             case .ended(let s): return "ended \(s.elapsed)"
+            case .zone(let name, _): return "zone \(name ?? "-")"
             }
         }
         XCTAssertEqual(shown, ["state 3", "tick 4", "state 10", "tick 11"])

@@ -33,6 +33,7 @@ struct Harness {
     var failedFeeds: [(String, RidePushError)] = []
     var replies: [(String, Result<ServerMessage, RidePushError>)] = []
     var retries: [RequestRetry] = []
+    var unanswered: [ProtocolError] = []
     var tokenFetches = 0
 
     init(jitter: [UInt64] = [UInt64.max], timing: ClientCore.Timing = ClientCore.Timing()) {
@@ -57,6 +58,7 @@ struct Harness {
             case .feedFailed(let ride, let e): failedFeeds.append((ride, e))
             case .reply(let id, let r): replies.append((id, r))
             case .retrying(let r): retries.append(r)
+            case .unanswered(let e): unanswered.append(e)
             }
         }
     }

@@ -85,18 +85,17 @@ final class OpsMessagesTests: XCTestCase {
         }
     }
 
-    func testJournalAndWatchersAreAppendedToTheDocument() {
-        let journal: [RideTransition] = [.start(at: t0), .pause(at: t0 + 1), .resume(at: t0 + 2), .end(at: t0 + 3, reason: .timeLimit, metres: 1200)]
-        XCTAssertEqual(text(OpsMessages.withJournal(Array(#"{"a":1}"#.utf8), journal: journal, watchers: 3)),
-                       #"{"a":1,"journal":[{"event":"start","at":1764430000000},{"event":"pause","at":1764430000001},{"event":"resume","at":1764430000002},{"event":"end","at":1764430000003,"reason":"time_limit","distance":1200}],"watchers":3}"#)
-    }
-
-    func testOpsRequestsDecode() {
-        XCTAssertEqual(OpsRequest.decode(Array(#"{"type":"watch_all","id":"w1"}"#.utf8)), OpsRequest(kind: .watchAll, id: "w1"))
-        XCTAssertEqual(OpsRequest.decode(Array(#"{"type":"unwatch_all"}"#.utf8)), OpsRequest(kind: .unwatchAll, id: nil))
-        XCTAssertNil(OpsRequest.decode(Array(#"{"type":"watch_everything"}"#.utf8)))
-        XCTAssertNil(OpsRequest.decode(Array(#"{"type":"watch_all","id":7}"#.utf8)))
-        XCTAssertNil(OpsRequest.decode(Array("[1]".utf8)))
+    func testJournalAndWatchersFollowTheDocument() {
+        let r = Ride(id: "r-c", planID: "default", owner: nil, limit: nil, startedAt: t0)
+        guard case .success(let c) = r.applying(.end(at: t0 + 3, reason: .timeLimit, metres: 1200)) else { return XCTFail() }
+        let journal: [RideTransition] = [.start(at: t0), .end(at: t0 + 3, reason: .timeLimit, metres: 1200)]
+        let doc = text(OpsMessages.documentWithJournal(ride: c, plan: .standard, at: t0 + 5, journal: journal, watchers: 3))
+        XCTAssertTrue(doc.hasPrefix(#"{"ride":"r-c","state":"ended","#), doc)
+        XCTAssertTrue(doc.hasSuffix(#","journal":[{"event":"start","at":1764430000000},{"event":"end","at":1764430000003,"reason":"time_limit","distance":1200}],"watchers":3}"#), doc)
+        // An operator's get: the state message with the same tail; without a journal, the plain state.
+        let state = text(OpsMessages.journalState(ride: c, plan: .standard, at: t0 + 5, id: "g", journal: journal, watchers: 3, prefix: 0))
+        XCTAssertEqual(state, #"{"type":"state","id":"g","# + doc.dropFirst())
+        XCTAssertFalse(text(OpsMessages.journalState(ride: c, plan: .standard, at: t0 + 5, id: "g", journal: nil, watchers: 3, prefix: 0)).contains("watchers"))
     }
 
     /// protocol/examples/ops (the goldens test_golden.py holds the real server to): the

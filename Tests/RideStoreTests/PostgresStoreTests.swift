@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// What only the PostgreSQL store has: connecting (passwords, timeouts), the schema in a
 /// shared database, conditional appends across connections, NOTIFY and the catch-up feed.
@@ -159,7 +161,7 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(aDone.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(bDone.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(try aResult?.get(), [.written])
-        XCTAssertEqual(try bResult?.get(), [.refused(StoreError(.conflict, "ride r: ride has ended; cannot pause"))])
+        XCTAssertEqual(try bResult?.get(), [.refused(StoreError(.notAllowed, "ride r: ride has ended; cannot pause"))])
         XCTAssertEqual(try b.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 5, reason: .rider, metres: 1)])
         XCTAssertNil(try b.reply(for: loser.key))
         let row = try pg.admin("SELECT last_seq, state, ended_at FROM ridepush.rides", database: db)
@@ -175,7 +177,7 @@ final class PostgresStoreTests: XCTestCase {
         try a.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         XCTAssertEqual(try a.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1_000)), reply: nil)]), [.written])
         XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]),
-                       [.refused(StoreError(.conflict, "ride r: entry 2 is not the next one (the last is 2)"))])
+                       [.refused(StoreError(.notNext, "ride r: entry 2 is not the next one (the last is 2)"))])
         XCTAssertEqual(try b.commit([.append(JournalEntry(ride: "r", seq: 3, transition: .end(at: t0 + 2_000, reason: .rider, metres: 0)), reply: nil)]), [.written])
         XCTAssertEqual(try a.ride("r")?.journal, [.start(at: t0), .pause(at: t0 + 1_000), .end(at: t0 + 2_000, reason: .rider, metres: 0)])
         let e = storeError { () throws(StoreError) in try b.create(id: "r", planID: "q", owner: nil, limit: nil, startedAt: t0, reply: nil) }
@@ -305,6 +307,27 @@ final class PostgresStoreTests: XCTestCase {
         clock.advance(millis: 1)
         XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]), [.written])
         XCTAssertTrue(store.health.isUp)
+    }
+
+    /// The worker's probe: `SELECT 1`, connecting at once even inside the connect backoff
+    /// (the probe keeps its own), so the store is seen back at the first probe after it is.
+    func testProbeIsASelectOneThatSkipsTheConnectBackoff() throws {
+        let clock = ManualClock()
+        let store = try open(clock)
+        XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+        XCTAssertTrue(store.reachable)
+        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.probe() }?.kind, .unavailable)
+        XCTAssertFalse(store.reachable)
+        let e = storeError { () throws(StoreError) in try store.probe() }
+        XCTAssertTrue(e?.message.contains("is not currently accepting connections") ?? false, "a real connect: \(e?.message ?? "")")
+        try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS true")
+        // No time passed on the store's clock: an ordinary read still waits out its backoff.
+        XCTAssertTrue(storeError { () throws(StoreError) in try store.ride("x") }?.message.contains("next attempt in") ?? false)
+        XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+        XCTAssertTrue(store.reachable)
+        XCTAssertNil(try store.ride("x"))
     }
 
     /// Each failed connect doubles the wait before the next one, 250 ms up to 5 s; calls in

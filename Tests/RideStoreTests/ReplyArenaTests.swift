@@ -1,5 +1,7 @@
 import XCTest
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// The memory store's replies come back byte for byte however they were packed.
 final class ReplyArenaTests: XCTestCase {

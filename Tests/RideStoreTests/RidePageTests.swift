@@ -1,6 +1,8 @@
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// The listing's keyset pages, on both stores.
 extension RideStoreSemanticsTests {

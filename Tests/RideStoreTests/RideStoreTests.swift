@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 let t0: UnixMillis = 1_764_430_000_000
 
@@ -141,20 +143,35 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
         }
     }
 
+    /// The worker's probe (health after a failure): answers on an open store, fails once closed.
+    func testProbeAnswersWhileOpenAndFailsOnceClosed() throws {
+        try forEachStore { open, _ in
+            let store = try open()
+            XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+            XCTAssertTrue(store.reachable)
+            store.close()
+            XCTAssertEqual(storeError { () throws(StoreError) in try store.probe() }?.kind, .unavailable)
+        }
+    }
+
     func testConflictsAndUnknownRidesChangeNothing() throws {
         try forEachStore { open, _ in
             let store = try open()
             try store.create(id: "r", planID: "p", owner: "u", limit: nil, startedAt: t0, reply: nil)
             var e = storeError { () throws(StoreError) in try store.create(id: "r", planID: "other", owner: nil, limit: 5, startedAt: t0 + 1, reply: nil) }
             XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(e?.refusal, .rideExists)
             XCTAssertEqual(e?.message, "ride r already exists")
             e = storeError { () throws(StoreError) in try store.append(ride: "ghost", .pause(at: t0), reply: nil) }
             XCTAssertEqual(e?.kind, .notFound)
+            XCTAssertEqual(e?.refusal, .rideNotFound)
             XCTAssertNil(try store.ride("ghost"))
             e = storeError { () throws(StoreError) in try store.append(ride: "r", .start(at: t0 + 1), reply: nil) }
             XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(e?.refusal, .notAllowed)
             e = storeError { () throws(StoreError) in try store.append(ride: "r", .resume(at: t0 + 1), reply: nil) }
             XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(e?.refusal, .notAllowed)
             XCTAssertEqual(e?.message, "ride r: ride is riding; cannot resume")
             try store.append(ride: "r", .end(at: t0 + 9, reason: .rider, metres: 3), reply: nil)
             e = storeError { () throws(StoreError) in try store.append(ride: "r", .end(at: t0 + 10, reason: .rider, metres: 4), reply: nil) }
@@ -193,6 +210,7 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
                 try store.append(ride: "s", .pause(at: t0 + 1), reply: ReplyRecord(key: startKey, request: "test", bytes: [1], at: t0 + 1))
             }
             XCTAssertEqual(e?.kind, .conflict)
+            XCTAssertEqual(e?.refusal, .replyAlreadyRecorded)
             XCTAssertEqual(try store.ride("s")?.journal, [.start(at: t0)])
             XCTAssertEqual(try store.reply(for: startKey)?.bytes, startReply)
             let e2 = storeError { () throws(StoreError) in
@@ -200,6 +218,7 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
                                  reply: ReplyRecord(key: endKey, request: "test", bytes: [1], at: t0))
             }
             XCTAssertEqual(e2?.kind, .conflict)
+            XCTAssertEqual(e2?.refusal, .replyAlreadyRecorded)
             XCTAssertNil(try store.ride("t"))
             store.close()
         }
@@ -244,14 +263,14 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
             ])
             XCTAssertEqual(results, [
                 .written, .written,
-                .refused(StoreError(.conflict, "ride a: entry 2 is not the next one (the last is 2)")),
+                .refused(StoreError(.notNext, "ride a: entry 2 is not the next one (the last is 2)")),
                 .written,
-                .refused(StoreError(.conflict, "ride a already exists")),
-                .refused(StoreError(.notFound, "no ride ghost")),
-                .refused(StoreError(.conflict, "ride a: entry 5 is not the next one (the last is 3)")),
-                .refused(StoreError(.conflict, "a reply is already recorded for request q1 of u")),
+                .refused(StoreError(.rideExists, "ride a already exists")),
+                .refused(StoreError(.rideNotFound, "no ride ghost")),
+                .refused(StoreError(.notNext, "ride a: entry 5 is not the next one (the last is 3)")),
+                .refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for request q1 of u")),
                 .written,
-                .refused(StoreError(.conflict, "ride a: entry 4 is not the next one (the last is 4)")),
+                .refused(StoreError(.notNext, "ride a: entry 4 is not the next one (the last is 4)")),
             ])
             store = try reopen(store)
             let a = try XCTUnwrap(try store.ride("a"))
@@ -261,7 +280,7 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
             XCTAssertEqual(try store.reply(for: key), StoredReply(request: "start a", bytes: [1, 2]))
             XCTAssertEqual(try store.commit([]), [])
             XCTAssertEqual(try store.commit([entry("a", 5, .end(at: t0 + 9_000, reason: .rider, metres: 0)), entry("a", 6, .resume(at: t0 + 9_001))]),
-                           [.written, .refused(StoreError(.conflict, "ride a: ride has ended; cannot resume"))])
+                           [.written, .refused(StoreError(.notAllowed, "ride a: ride has ended; cannot resume"))])
             XCTAssertEqual(try store.openRides().map(\.id), [])
             store.close()
         }
@@ -292,9 +311,9 @@ final class RideStoreSemanticsTests: StoreDirectoryTestCase {
             let results = try store.commit(batch)
             XCTAssertEqual(Array(results.prefix(140)), Array(repeating: .written, count: 140))
             XCTAssertEqual(Array(results.dropFirst(140)), [
-                .refused(StoreError(.conflict, "a reply is already recorded for request k-old of u")),
-                .refused(StoreError(.conflict, "ride n8: entry 3 is not the next one (the last is 1)")),
-                .refused(StoreError(.notFound, "no ride ghost")),
+                .refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for request k-old of u")),
+                .refused(StoreError(.notNext, "ride n8: entry 3 is not the next one (the last is 1)")),
+                .refused(StoreError(.rideNotFound, "no ride ghost")),
                 .written, .written, .written,
             ])
             store = try reopen(store)

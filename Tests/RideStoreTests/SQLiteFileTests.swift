@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// What only the SQLite file can get wrong: schema versions, bad files, write failures.
 final class SQLiteFileTests: StoreDirectoryTestCase {
@@ -66,7 +68,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try store.reply(for: key)?.bytes, [7])
         // Version 3 numbered each ride's last entry and state from its journal.
         let ended = try store.commit([.append(JournalEntry(ride: "done-1", seq: 3, transition: .pause(at: t0 + 200_000)), reply: nil)])
-        XCTAssertEqual(ended, [.refused(StoreError(.conflict, "ride done-1: ride has ended; cannot pause"))])
+        XCTAssertEqual(ended, [.refused(StoreError(.notAllowed, "ride done-1: ride has ended; cannot pause"))])
         let next = try store.commit([.append(JournalEntry(ride: "open-1", seq: 4, transition: .end(at: t0 + 80_000, reason: .rider, metres: 0)), reply: nil)])
         XCTAssertEqual(next, [.written])
         store.close()
@@ -242,6 +244,20 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
 
     /// The log is checkpointed by the helper thread, not inside the worker's COMMIT, and still
     /// starts again from its beginning under a steady stream of commits.
+    /// The worker's probe of a failing file store: a read, and room on the filesystem (a
+    /// read alone succeeds on the full disk that failed the write).
+    func testProbeReadsTheFileAndAsksForRoomToWrite() throws {
+        let store = try SQLiteStore(path: path)
+        XCTAssertNil(storeError { () throws(StoreError) in try store.probe() })
+        store.probeRoomBytes = .max
+        let e = storeError { () throws(StoreError) in try store.probe() }
+        XCTAssertEqual(e?.kind, .unavailable)
+        XCTAssertTrue(e?.message.contains("bytes free on its filesystem, less than") ?? false, e?.message ?? "")
+        store.probeRoomBytes = 0
+        store.close()
+        XCTAssertEqual(storeError { () throws(StoreError) in try store.probe() }?.kind, .unavailable, "a closed store is not back")
+    }
+
     func testTheLogIsCopiedByTheHelperAndRestartsUnderSteadyCommits() throws {
         let store = try SQLiteStore(path: path)
         let reply = { (n: Int) in ReplyRecord(key: ReplyKey(scope: "", id: "q\(n)"), request: "start r\(n)", bytes: Array("ok".utf8), at: 1_700_000_000_000) }

@@ -2,6 +2,8 @@ import Foundation
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// The SQLite store's multi-row writes and batched reads (SQLiteGroupStatements.swift): the
 /// same results as one write at a time, in the shapes it prepares.
@@ -65,12 +67,12 @@ final class SQLiteGroupStatementsTests: StoreDirectoryTestCase {
         ])
         XCTAssertEqual(results, [
             .written,
-            .refused(StoreError(.conflict, "a reply is already recorded for request q1 of u")),
-            .refused(StoreError(.conflict, "ride b: entry 3 is not the next one (the last is 1)")),
-            .refused(StoreError(.notFound, "no ride ghost")),
-            .refused(StoreError(.conflict, "ride b already exists")),
+            .refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for request q1 of u")),
+            .refused(StoreError(.notNext, "ride b: entry 3 is not the next one (the last is 1)")),
+            .refused(StoreError(.rideNotFound, "no ride ghost")),
+            .refused(StoreError(.rideExists, "ride b already exists")),
             .written,
-            .refused(StoreError(.conflict, "a reply is already recorded for request q2 of u")),
+            .refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for request q2 of u")),
         ])
         XCTAssertEqual(try store.ride("a")?.journal, [.start(at: t0)])
         XCTAssertEqual(try store.ride("b")?.journal, [.start(at: t0), .end(at: t0 + 4, reason: .rider, metres: 9)])
@@ -102,7 +104,7 @@ final class SQLiteGroupStatementsTests: StoreDirectoryTestCase {
             append("b", 2, .end(at: t0 + 6, reason: .rider, metres: 0)),  // a second writer from the same state
         ])
         XCTAssertEqual(results, [.written, .written, .written, .written, .written, .written, .written,
-                                 .refused(StoreError(.conflict, "ride b: entry 2 is not the next one (the last is 2)"))])
+                                 .refused(StoreError(.notNext, "ride b: entry 2 is not the next one (the last is 2)"))])
         XCTAssertEqual(try store.ride("a")?.journal, [.start(at: t0), .pause(at: t0 + 1), .resume(at: t0 + 2), .pause(at: t0 + 3),
                                                       .end(at: t0 + 4, reason: .rider, metres: 5)])
         XCTAssertEqual(try store.ride("b")?.journal, [.start(at: t0), .pause(at: t0 + 5)])
@@ -110,7 +112,7 @@ final class SQLiteGroupStatementsTests: StoreDirectoryTestCase {
 
         // An append ahead of its ride's create is refused, as one at a time refuses it.
         XCTAssertEqual(try store.commit([append("c", 2, .pause(at: t0)), create("c")]),
-                       [.refused(StoreError(.notFound, "no ride c")), .written])
+                       [.refused(StoreError(.rideNotFound, "no ride c")), .written])
         // Two different rides paused and resumed in one group go the multi-row way.
         XCTAssertEqual(try store.commit([create("x"), create("y")]), [.written, .written])
         XCTAssertEqual(try store.commit([append("x", 2, .pause(at: t0 + 7)), append("y", 2, .pause(at: t0 + 8))]), [.written, .written])

@@ -3,61 +3,13 @@ import Synchronization
 import XCTest
 import RideCore
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
+import RideStoreTesting
 
 /// The worker thread's group commit, with a store whose commit blocks until the test lets it
 /// go (bounded waits, no sleeps): what queues while a commit is in flight is the next group.
 final class StoreWorkerTests: XCTestCase {
-    /// Commits wait on `gate`; each commit's size is recorded.
-    final class GatedStore: RideStore {
-        let inner = MemoryStore()
-        let gate = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        var sizes: [Int] = []
-        var failWith: StoreError?
-        func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
-            entered.signal()
-            gate.wait()
-            sizes.append(batch.count)
-            if let e = failWith { throw e }
-            return try inner.commit(batch)
-        }
-        func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
-        func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
-        func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
-        func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
-        func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
-        func close() { inner.close() }
-    }
-
-    /// A store that defers its sync: writes apply at once, `logSync` waits on `syncGate`.
-    final class DeferringStore: LogSyncing {
-        let inner = MemoryStore()
-        let syncGate = DispatchSemaphore(value: 0)
-        let syncEntered = DispatchSemaphore(value: 0)
-        let written = DispatchSemaphore(value: 0)
-        let syncFailure = Locked<StoreError?>(nil)
-        var sizes: [Int] = []
-        func commitUnsynced(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
-            sizes.append(batch.count)
-            defer { written.signal() }
-            return try inner.commit(batch)
-        }
-        var logSync: @Sendable () throws(StoreError) -> Void {
-            { [syncGate, syncEntered, syncFailure] () throws(StoreError) in
-                syncEntered.signal()
-                syncGate.wait()
-                if let e = syncFailure.withLock({ $0 }) { throw e }
-            }
-        }
-        func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] { XCTFail("the worker writes unsynced"); return [] }
-        func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
-        func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
-        func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
-        func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
-        func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
-        func close() { inner.close() }
-    }
-
     /// Each job starts one ride; `finish` records each group's outcome (`settled`), `publish`
     /// reports it (`log`, `finished`). A job "?x" writes nothing and asks whether ride x exists.
     final class Starter: GroupCommitClient {

@@ -1,6 +1,8 @@
 import Foundation
 import XCTest
 @testable import RideStore
+@testable import RideStorePostgres
+@testable import RideStoreSQLite
 
 /// A real PostgreSQL server for the tests: `initdb` into a temp directory, `postgres` on a
 /// free port of 127.0.0.1 (its socket in that directory too), stopped by PID. PostgreSQL

@@ -68,6 +68,10 @@
     'ops.token.dead.text': '만료되었거나 서버가 새 비밀 키로 다시 시작되었습니다. 화면의 숫자는 마지막으로 받은 값입니다. 새 운영자 토큰을 붙여 넣으세요.',
     'ops.token.forbidden.title': '운영자 토큰이 아닙니다',
     'ops.token.forbidden.text': '이 토큰으로는 전체 라이드를 볼 수 없습니다 (ops 권한 필요). `ridepush token --ops --control`로 만든 토큰을 붙여 넣으세요.',
+    'ops.map.title': '지도',
+    'ops.map.shown': '위치가 있는 라이드 {n}개',
+    'ops.f.position': '위치',
+    'ops.f.zone': '구역',
   });
   Object.assign(I.T.en, {
     'ops.title': 'RidePush operations',
@@ -128,6 +132,10 @@
     'ops.token.dead.text': 'It expired, or the server restarted with a new secret. The numbers shown are the last ones received. Paste a new operator token.',
     'ops.token.forbidden.title': 'Not an operator token',
     'ops.token.forbidden.text': 'This token cannot watch the whole fleet (ops is needed). Paste a token made with `ridepush token --ops --control`.',
+    'ops.map.title': 'Map',
+    'ops.map.shown': '{n} rides with a position',
+    'ops.f.position': 'Position',
+    'ops.f.zone': 'Zone',
   });
 
   const NEAR_LIMIT_S = 300;     // the server warns at 5 minutes left: mark from there
@@ -138,6 +146,8 @@
   const HISTORY_MS = 15 * 60 * 1000;
   const METRICS_EVERY_MS = 5000;
   const TOKEN_KEY = 'rp.ops.token';
+  const MAP_EVERY_MS = 2000;    // markers follow the fleet frames, redrawn at most this often
+  const MAP_HIT_PX = 14;        // a click picks the nearest marker within this distance
 
   function initialLang() {
     let saved = null;
@@ -176,6 +186,9 @@
     pool: [],                  // <tr> elements reused for visible rows
     labels: [],                // the column names by cell index, in the page's language
     rowH: ROW_H,               // one row's real height: which rows are in view follows from it
+    zones: undefined,          // parsed GET /zones (undefined: not asked yet, null: asking)
+    mapDirty: false,
+    mapDrawnAt: 0,
   };
 
   // ---- data ----
@@ -197,6 +210,9 @@
     if (typeof o.watchers === 'number') r.watchers = o.watchers;
     if (o.receipt) r.reason = o.receipt.reason;
     if (o.reason) r.reason = o.reason;
+    const pos = window.RPMap.positionOf(o.position);
+    if (pos) { r.position = pos; S.mapDirty = true; S.hasPositions = true; }
+    if (typeof o.distance === 'number') r.distance = o.distance;
     return r;
   }
 
@@ -254,7 +270,11 @@
       r.fare = x[4];
       r.remaining = x[5];
       r.watchers = x[6];
+      // The row's 8th element: the ride's position, compactly, when the server has one.
+      const pos = x.length > 7 ? window.RPMap.positionOf(x[7]) : null;
+      if (pos) { r.position = pos; S.mapDirty = true; S.hasPositions = true; }
     }
+    if (S.hasPositions) S.mapDirty = true;      // markers move, and ended rides leave the map
     // Values changed: the order may have too when sorted by a moving column.
     if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.dirty = true;
     S.paint = true;
@@ -320,7 +340,12 @@
       case 'fleet_event': onEvent(m); return;
       case 'fleet_warning': {
         const r = S.rides.get(m.ride);
-        if (r) { r.remaining = m.remaining; flash(r); S.paint = true; schedule(); }
+        if (!r) return;
+        // A time-limit warning carries `remaining`; a zone warning (entering a zone where
+        // riding through is not allowed) names the zone instead.
+        if (typeof m.remaining === 'number') r.remaining = m.remaining;
+        if ('zone' in m) r.zone = m.zone;
+        flash(r); S.paint = true; schedule();
         return;
       }
       case 'state':
@@ -507,6 +532,10 @@
     if (S.dirty) rebuild();
     if (S.paint) paintRows();
     if (S.chartDirty) drawChart();
+    if (S.mapDirty && performance.now() - S.mapDrawnAt >= MAP_EVERY_MS) drawMap();
+    else if (S.mapDirty && !S.mapTimer) {
+      S.mapTimer = setTimeout(() => { S.mapTimer = 0; schedule(); }, MAP_EVERY_MS - (performance.now() - S.mapDrawnAt));
+    }
     if (measured) push(cost.render, performance.now() - t);
     // Flashes fade on their own: keep painting while one is running.
     if (S.flashing) { S.paint = true; setTimeout(schedule, 200); }
@@ -719,6 +748,39 @@
     return v >= 1000 ? I.num(S.lang, Math.round(v)) : String(Math.round(v * 10) / 10);
   }
 
+  // ---- fleet map ----
+  let fleetMap = null;
+  function drawMap() {
+    S.mapDirty = false;
+    S.mapDrawnAt = performance.now();
+    const markers = [];
+    for (const r of S.rides.values()) {
+      if (r.state === 'ended' || !r.position) continue;
+      markers.push({ id: r.ride, lat: r.position.lat, lon: r.position.lon, kind: r.state, selected: r.ride === S.sel });
+    }
+    // The selected ride is drawn last, on top of its neighbours.
+    markers.sort((a, b) => (a.selected ? 1 : 0) - (b.selected ? 1 : 0));
+    const card = $('fleet-map-card');
+    const show = markers.length > 0;
+    const was = !card.hidden;
+    card.hidden = !show;
+    document.body.classList.toggle('has-map', show);
+    if (!show) return;
+    if (S.zones === undefined) {
+      S.zones = null;
+      window.RPMap.loadZones('/zones').then((z) => { S.zones = z || []; S.mapDirty = true; S.mapDrawnAt = 0; schedule(); });
+    }
+    if (!fleetMap) fleetMap = new window.RPMap($('fleet-map'), { pad: 12, markerR: 5 });
+    const svg = $('fleet-map');
+    // Smaller dots on a phone-sized map, so a few hundred rides do not hide the zones.
+    fleetMap.o.markerR = svg.clientWidth < 500 ? 3.5 : 5;
+    fleetMap.draw({ zones: S.zones || [], markers, fit: 'fleet' });
+    svg.dataset.markers = String(markers.length);
+    $('map-shown').textContent = I.t(S.lang, 'ops.map.shown', { n: I.num(S.lang, markers.length) });
+    // The grid rows changed size when the card appeared: repaint the rows in view.
+    if (!was) { S.paint = true; S.chartDirty = true; }
+  }
+
   // ---- detail ----
   function select(id) {
     S.sel = id;
@@ -728,6 +790,8 @@
     document.body.classList.toggle('has-detail', !!id);
     if (id) requestDetail();
     renderDetail();
+    S.mapDirty = true;
+    S.mapDrawnAt = 0;
     S.paint = true;
     schedule();
     // Stacked (narrow) layout: the detail is below the list; bring it into view.
@@ -758,6 +822,11 @@
     fact(dl, 'ops.f.owner', src.owner || '–');
     fact(dl, 'ops.f.plan', (d.plan && (d.plan.name || d.plan.id)) || src.plan || '–');
     fact(dl, 'ops.f.started', I.clock(S.lang, src.started_at));
+    if (src.position) {
+      fact(dl, 'ops.f.position', src.position.lat.toFixed(5) + ', ' + src.position.lon.toFixed(5) +
+        (typeof src.distance === 'number' ? ' · ' + I.metres(S.lang, src.distance) : ''));
+    }
+    if (src.zone) fact(dl, 'ops.f.zone', src.zone);
     fact(dl, 'ops.f.elapsed', I.duration(S.lang, src.elapsed));
     fact(dl, 'ops.f.paused', I.duration(S.lang, src.paused || 0));
     if (src.state === 'paused') fact(dl, 'ops.f.pause_now', I.duration(S.lang, pauseNow(src, S.lastAt || src.at)));
@@ -953,6 +1022,13 @@
       if (tr && tr.dataset.ride) select(tr.dataset.ride);
     });
     $('detail-close').addEventListener('click', () => select(null));
+    $('fleet-map').addEventListener('click', (ev) => {
+      const id = fleetMap && fleetMap.hit(ev.clientX, ev.clientY, MAP_HIT_PX);
+      if (id) select(id);
+    });
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => { if (!$('fleet-map-card').hidden) { S.mapDirty = true; S.mapDrawnAt = 0; schedule(); } }).observe($('fleet-map'));
+    }
     $('op-pause').addEventListener('click', () => ask('pause'));
     $('op-resume').addEventListener('click', () => ask('resume'));
     $('op-end').addEventListener('click', () => ask('end'));
@@ -989,6 +1065,7 @@
     mark: (r, at) => (isNear(r) ? 'near' : isLong(r, at) ? 'long' : ''),
     lateness: () => S.lateness.length,
     history: () => S.history.length,
+    mapMarkers: () => (fleetMap ? fleetMap.placed.map((p) => ({ id: p.id, x: p.x, y: p.y })) : []),
     flashedRecently: (id) => !!(S.rides.get(id) && S.rides.get(id).flashUntil > performance.now() - 2000),
     feedCost: () => {
       const med = (a) => (a.length ? a.slice().sort((x, y) => x - y)[Math.floor(a.length / 2)] : 0);

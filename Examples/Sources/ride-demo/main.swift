@@ -49,6 +49,7 @@ func rideWithTheClient() async throws {
                 ticks += 1
                 if ticks == 1 { print("event tick \(t.ride) elapsed=\(t.elapsed) fare=\(t.fare)") }
             case .warning(let left): print("event warning \(left)")
+            case .zone(let name, _): print("event zone \(name ?? "none")")
             case .ended(let s): print("event ended " + line(s))
             }
         }
@@ -84,7 +85,7 @@ func rideWithTheClient() async throws {
     print("model resume \(model.state?.rawValue ?? "-")")
     await model.giveBack()
     guard model.state == .ended, let receipt = model.ride?.receipt else { throw DemoError("giveBack: \(model.problem ?? "not ended")") }
-    print("model giveBack \(model.state?.rawValue ?? "-") \(model.결제금액) lines=\(receipt.lines.map(\.label).joined(separator: ","))")
+    print("model giveBack \(model.state?.rawValue ?? "-") \(model.결제금액) lines=\(receipt.lines.map(\.label.rawValue).joined(separator: ","))")
 }
 
 do {

@@ -1,3 +1,5 @@
+import RideStore
+
 /// A Bloom filter of the keys a table holds, so a lookup of a key that was never written needs
 /// no statement: nearly every request id and every new ride id is one, and the store worker ran
 /// one index seek for each (its replies and rides read-ahead). "Absent" is certain; "maybe"

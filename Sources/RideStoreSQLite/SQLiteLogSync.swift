@@ -1,5 +1,6 @@
 import Glibc
 import RideCore
+import RideStore
 
 /// Makes the store's write-ahead log durable from the store worker's sync thread, through a
 /// descriptor of its own: fsync works on the file, not the descriptor, so one `fdatasync`

@@ -1,3 +1,5 @@
+import RideStore
+
 /// The store's schema, as numbered migrations. A file records every version applied in
 /// `schema_version` (one row each); its version is the highest. Opening a file applies the
 /// missing ones in order, each in its own transaction with its version row, so a crash

@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import RideStore
 
 /// How a PostgreSQL call failed, in the terms its caller acts on.
 public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible {

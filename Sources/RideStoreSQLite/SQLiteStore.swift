@@ -1,5 +1,6 @@
 import Glibc
 import RideCore
+import RideStore
 
 /// The embedded default store: one SQLite file in WAL mode. Every `commit` is one
 /// `BEGIN IMMEDIATE … COMMIT` (one fsync for the whole batch) that is on disk when it returns.
@@ -153,7 +154,7 @@ public final class SQLiteStore: LogSyncing {
                 results.append(.written)
             } else {
                 // Rare (the server decides from the same state): say exactly why.
-                results.append(.refused(try refusal(write) ?? StoreError(.conflict, "ride \(write.rideID): refused by the store")))
+                results.append(.refused(try refusal(write) ?? StoreError(.notNext, "ride \(write.rideID): refused by the store")))
             }
         }
     }
@@ -163,14 +164,14 @@ public final class SQLiteStore: LogSyncing {
         case .create(let new, let reply):
             var exists = false
             try db.query("SELECT 1 FROM rides WHERE id = ?", [.text(new.id)]) { (_: SQLRow) throws(StoreError) in exists = true }
-            if exists { return StoreError(.conflict, "ride \(new.id) already exists") }
+            if exists { return StoreError(.rideExists, "ride \(new.id) already exists") }
             return try taken(reply)
         case .append(let entry, let reply):
             var row: (seq: Int64, state: String)?
             try db.query("SELECT last_seq, state FROM rides WHERE id = ?", [.text(entry.ride)]) { (r: SQLRow) throws(StoreError) in
                 row = (r.int(0), r.text(1))
             }
-            guard let row else { return StoreError(.notFound, "no ride \(entry.ride)") }
+            guard let row else { return StoreError(.rideNotFound, "no ride \(entry.ride)") }
             guard let state = RideState(rawValue: row.state) else {
                 return StoreError(.corrupt, "ride store \(path): ride \(entry.ride) has an unknown state '\(row.state)'")
             }
@@ -243,7 +244,7 @@ public final class SQLiteStore: LogSyncing {
         }
         // The server should have answered from `reply(for:)` instead of applying again;
         // refusing here keeps "applied once" true.
-        return exists ? StoreError(.conflict, "a reply is already recorded for \(reply.key)") : nil
+        return exists ? StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply.key)") : nil
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
@@ -484,6 +485,23 @@ public final class SQLiteStore: LogSyncing {
                 try db.run("INSERT INTO schema_version (version, applied_at) VALUES (?, CAST(strftime('%s', 'now') AS INTEGER))",
                            [.int(step.version)])
             }
+        }
+    }
+
+    /// The least room left on the file's filesystem for the store to count as able to write:
+    /// a read alone succeeds on a full disk, which is how a store most often fails.
+    var probeRoomBytes: UInt64 = 256 * 1024
+
+    /// A read of the file (its schema version) and room on its filesystem to write a group.
+    public func probe() throws(StoreError) {
+        _ = try version()
+        var fs = statvfs()
+        guard statvfs(path, &fs) == 0 else {
+            throw StoreError(.unavailable, "ride store \(path): cannot read its filesystem's free space (\(String(cString: strerror(errno))))")
+        }
+        let room = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        guard room >= probeRoomBytes else {
+            throw StoreError(.unavailable, "ride store \(path): \(room) bytes free on its filesystem, less than \(probeRoomBytes)")
         }
     }
 

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import RideStore
 
 /// A value bound to a statement parameter.
 enum SQLValue {

@@ -1,4 +1,5 @@
 import Foundation
+import RideStore
 
 /// Where and how to reach PostgreSQL: any libpq connection URI (`postgresql://user@host:port/db?…`,
 /// several hosts, `sslmode=…`), plus a password read from a file when it must not sit in the

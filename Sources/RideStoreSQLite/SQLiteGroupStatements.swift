@@ -1,4 +1,5 @@
 import RideCore
+import RideStore
 
 /// A group's writes and reads as a few multi-row statements instead of three statements per
 /// write and two reads per request. Each statement run costs SQLite a fixed part (opening the

@@ -1,41 +1,5 @@
 import RideCore
-
-/// A journal entry as a node's catch-up read returns it: the ride's fixed fields travel with
-/// it, so a node that never saw the ride's start can still build the ride.
-public struct FeedEntry: Sendable, Equatable {
-    public let entry: JournalEntry
-    public let planID: String
-    public let owner: String?
-    public let limit: Int64?
-
-    public init(_ entry: JournalEntry, planID: String, owner: String?, limit: Int64?) {
-        self.entry = entry
-        self.planID = planID
-        self.owner = owner
-        self.limit = limit
-    }
-
-    public var ride: String { entry.ride }
-    public var seq: Int64 { entry.seq }
-}
-
-/// Where a node's catch-up read of the whole journal stands: the (transaction id, position)
-/// of the last entry read, in the order of `ridepush.journal_feed`.
-public struct JournalCursor: Sendable, Equatable, Comparable, CustomStringConvertible {
-    public let txid: Int64
-    public let position: Int64
-
-    public init(txid: Int64, position: Int64) {
-        self.txid = txid
-        self.position = position
-    }
-
-    public static func < (a: JournalCursor, b: JournalCursor) -> Bool {
-        (a.txid, a.position) < (b.txid, b.position)
-    }
-
-    public var description: String { "\(txid)/\(position)" }
-}
+import RideStore
 
 /// The NOTIFY channel every node listens on. The payload is `<ride id>:<seq>` (a ride id is
 /// at most 64 bytes, far under NOTIFY's 8,000-byte limit); it is only a hint to read.

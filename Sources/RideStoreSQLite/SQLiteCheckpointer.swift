@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import RideStore
 import Synchronization
 
 /// Copies the WAL back into the database file on its own thread and connection, so the store

@@ -1,3 +1,5 @@
+import RideStore
+
 /// The PostgreSQL store's schema, as numbered migrations, in its own PostgreSQL schema
 /// `ridepush` so it can share a database with the operator's billing tables. Every version
 /// applied is a row of `ridepush.schema_version`; the database's version is the highest.

@@ -1,5 +1,6 @@
 import Glibc
 import RideCore
+import RideStore
 
 /// The ride store on PostgreSQL, shared by every node of a fleet. Same contract as
 /// `SQLiteStore` (same refusals, `StoreRules`); an append is checked against the ride's row
@@ -26,8 +27,10 @@ public final class PostgresStore: RideStore {
     /// Replies read ahead for the group being decided (nil value: known not recorded).
     private var prefetched: [ReplyKey: StoredReply?]?
     private var prefetchedRides: [String: StoredRide?]?
+    #if DEBUG
     /// Tests hold a transaction open here (its row locks taken) to race another node.
     var beforeCommit: (() -> Void)?
+    #endif
 
     /// Connects, then creates or upgrades the schema. Throws `.unavailable` (cannot
     /// connect or authenticate: the message has libpq's words), `.newerSchema`, `.corrupt`
@@ -80,7 +83,7 @@ public final class PostgresStore: RideStore {
                 switch write {
                 case .create(let new, let reply):
                     if rows[new.id] != nil {
-                        results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                        results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
                         continue
                     }
                     switch try PostgresJournal.create(c, new, reply: reply) {
@@ -88,13 +91,13 @@ public final class PostgresStore: RideStore {
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         results.append(.written)
                     case .idExists, .stale:
-                        results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                        results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
                     case .replyExists, .replyExistsRowInserted:
-                        results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                        results.append(.refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply!.key)")))
                     }
                 case .append(let entry, let reply):
                     guard let row = rows[entry.ride] else {
-                        results.append(.refused(StoreError(.notFound, "no ride \(entry.ride)")))
+                        results.append(.refused(StoreError(.rideNotFound, "no ride \(entry.ride)")))
                         continue
                     }
                     if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
@@ -106,9 +109,9 @@ public final class PostgresStore: RideStore {
                         rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
                         results.append(.written)
                     case .replyExists, .idExists, .replyExistsRowInserted:
-                        results.append(.refused(StoreError(.conflict, "a reply is already recorded for \(reply!.key)")))
+                        results.append(.refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply!.key)")))
                     case .stale:
-                        results.append(.refused(StoreError(.conflict, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
+                        results.append(.refused(StoreError(.notNext, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
                     }
                 }
             }
@@ -135,14 +138,14 @@ public final class PostgresStore: RideStore {
                     switch write {
                     case .create(let new, let reply):
                         if rows[new.id] != nil {
-                            results.append(.refused(StoreError(.conflict, "ride \(new.id) already exists")))
+                            results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
                             continue
                         }
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         statements.append(PostgresJournal.createStatement(new, reply: reply))
                     case .append(let entry, let reply):
                         guard let row = rows[entry.ride] else {
-                            results.append(.refused(StoreError(.notFound, "no ride \(entry.ride)")))
+                            results.append(.refused(StoreError(.rideNotFound, "no ride \(entry.ride)")))
                             continue
                         }
                         if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
@@ -171,7 +174,9 @@ public final class PostgresStore: RideStore {
                         results[i] = .written
                     }
                 }
+                #if DEBUG
                 beforeCommit?()
+                #endif
                 try c.query("COMMIT")
                 return results.map { $0! }
             } catch {
@@ -248,6 +253,17 @@ public final class PostgresStore: RideStore {
         }
     }
 
+    /// `SELECT 1`, connecting first if needed. The probe runs on its own backoff (the store
+    /// worker's), so it skips the connect backoff: PostgreSQL back is seen at the next probe.
+    public func probe() throws(StoreError) {
+        if !isConnected { retryAt = clock.now() }
+        try read { (c: PostgresConnection) throws(StoreError) in
+            try PostgresJournal.run(label) { () throws(PostgresError) in _ = try c.query("SELECT 1") }
+        }
+    }
+
+    public var reachable: Bool { health.isUp }
+
     /// One read on the open connection; a read that loses it marks the store down.
     func read<T>(_ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
         let c = try connection()
@@ -300,7 +316,9 @@ public final class PostgresStore: RideStore {
             do {
                 try c.query("BEGIN")
                 let value = try body(c)
+                #if DEBUG
                 beforeCommit?()
+                #endif
                 try c.query("COMMIT")
                 return value
             } catch {

@@ -1,28 +1,6 @@
 import RideCore
+import RideStore
 import Synchronization
-
-/// What a store shared by several nodes offers for their catch-up: the journal in commit-safe
-/// order after a cursor, one ride's entries after a seq, and where a new reader starts.
-/// Called on the store worker's thread, like the rest of the store.
-public protocol SharedJournal: GroupReads {
-    /// A cursor from which `feed` returns every entry not yet committed now.
-    func startCursor() throws(StoreError) -> JournalCursor
-    /// Entries after `cursor`, oldest first, at most `limit`, and the cursor after them.
-    func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor)
-    /// One ride's entries after `seq`, in order.
-    func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry]
-    /// The server process of the store's own connection (0 when none), readable from any
-    /// thread: a node skips its own notifications.
-    var ownBackend: BackendID { get }
-}
-
-/// A PostgreSQL server process id shared between threads.
-public final class BackendID: Sendable {
-    private let pid = Atomic<Int32>(0)
-    public init() {}
-    public var value: Int32 { pid.load(ordering: .relaxed) }
-    func set(_ v: Int32) { pid.store(v, ordering: .relaxed) }
-}
 
 extension PostgresStore: SharedJournal {
     public func startCursor() throws(StoreError) -> JournalCursor {
@@ -36,17 +14,6 @@ extension PostgresStore: SharedJournal {
     public func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry] {
         try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.entries(c, ride: ride, after: seq, label: label) }
     }
-}
-
-/// Whether a connection last reached PostgreSQL, readable from any thread (for /healthz and
-/// the metrics gauge), with the last failure's message.
-public final class ConnectionHealth: Sendable {
-    private let state = Locked<(up: Bool, why: String)>((true, ""))  // not Mutex: TSan sees pthread locks only
-    public init() {}
-    public var isUp: Bool { state.withLock { $0.up } }
-    public var lastFailure: String { state.withLock { $0.why } }
-    public func up() { state.withLock { $0.up = true } }
-    public func down(_ why: String) { state.withLock { $0 = (false, why) } }
 }
 
 /// A node's dedicated LISTEN connection. It must reach PostgreSQL directly (or through a

@@ -1,0 +1,55 @@
+import RideCore
+
+/// The numbers a tick, a state message and an operator's row share, derived from the ride at
+/// one instant.
+public struct RideFigures: Equatable, Sendable {
+    public var elapsed: Int64
+    public var paused: Int64
+    public var fare: Int64
+    /// Seconds left before the time limit, when the ride has one (ended rides too: a row of
+    /// the operators' listing shows it, a state message leaves it out).
+    public var remaining: Int64?
+
+    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis) {
+        elapsed = ride.elapsedSeconds(at: at)
+        paused = ride.pausedSeconds(at: at)
+        fare = FareEngine.fare(plan, riding: elapsed, paused: paused, metres: ride.metres)
+        remaining = ride.remainingSeconds(at: at)
+    }
+}
+
+// The wire values of a ride as the server sees it: the server encodes these, never the ride
+// (the tick alone goes field by field, ServerMessages.tick).
+
+extension RideSnapshot {
+    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis) {
+        let f = RideFigures(ride, plan, at: at)
+        var receipt: Receipt?
+        if ride.state == .ended {
+            let q = FareEngine.quote(plan, riding: f.elapsed, paused: f.paused, metres: ride.metres)
+            receipt = Receipt(elapsed: f.elapsed, paused: f.paused, fare: q.total, currency: plan.currency.code,
+                              startedAt: ride.startedAt, endedAt: ride.endedAt, reason: ride.endReason ?? .rider,
+                              distance: ride.metres > 0 ? ride.metres : nil, lines: q.lines)
+        }
+        // Nothing is left of an ended ride.
+        self.init(ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare,
+                  currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, at: at,
+                  limit: ride.limit, startedAt: ride.startedAt, endedAt: ride.endedAt, pausedSince: ride.pausedSince,
+                  owner: ride.owner, plan: PlanSummary(plan), receipt: receipt)
+    }
+}
+
+extension PlanSummary {
+    public init(_ plan: FarePlan) {
+        self.init(id: plan.id, name: plan.displayName, currency: plan.currency.code, price: plan.price,
+                  perMinute: plan.perMinute, billing: plan.billing, pauseRate: plan.pauseRate != 0 ? plan.pauseRate : nil,
+                  cap: plan.cap)
+    }
+}
+
+extension QuoteReply {
+    public init(plan: FarePlan, quote q: Quote, seconds: Int64, paused: Int64) {
+        self.init(plan: plan.id, seconds: seconds, paused: paused, fare: q.total, currency: q.currency.code,
+                  lines: q.lines)
+    }
+}

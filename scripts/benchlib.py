@@ -1,0 +1,63 @@
+"""What the bench scripts share: a process's CPU and memory from /proc, the load average, and a
+`ridepush serve` started on a free port and read back from its 'serving' line."""
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+SERVING = re.compile(r"serving (https?)://127.0.0.1:(\d+)/")
+
+
+def cpu_seconds(pid):
+    """utime + stime of every thread of `pid` (0 once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def start_serve(args, timeout=120):
+    """Starts `args` (a `ridepush serve … --port 0` command line); returns (process, port). Its
+    output is drained in the background so it never blocks on a full pipe."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("ridepush exited: rc %s" % proc.poll())
+        m = SERVING.search(line)
+        if m:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("no serving line in %d s" % timeout)
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    return proc, int(m.group(2))
+
+
+def stop(proc, timeout=30):
+    """SIGTERM, then SIGKILL after `timeout` seconds; only the process this script started."""
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
