@@ -73,7 +73,10 @@ let package = Package(
         // The load generator behind `ridepush bench` (raw epoll client, no lws).
         .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
-        .target(name: "RidePushServer", dependencies: ["RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "RideAuth", "CLibWebSockets", "CEpoll"]),
+        // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
+        // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
+        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore"]),
+        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "RideAuth", "CLibWebSockets", "CEpoll"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "CLibWebSockets", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
@@ -86,7 +89,8 @@ let package = Package(
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideStoreSQLite", "RideStorePostgres", "RideStoreTesting", "RideCore", "RideWebhooks"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth", "RideCore", "COpenSSL"]),
-        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
+        .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideCore", "RideProtocol", "RideAuth", "RideStore"]),
+        .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
         .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore", "RideStore", "RideStoreSQLite"]),

@@ -36,11 +36,13 @@ from websockets.asyncio.client import connect  # noqa: E402  (the control connec
 SECRET = "soak-secret-for-ridepush-0123456789-abcdef"
 
 
-def token(sub):
+def token(sub, ops=False):
     def b64(b):
         return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
     now = int(time.time())
     claims = {"sub": sub, "scope": "control", "exp": now + 6 * 3600, "iat": now}
+    if ops:
+        claims["ops"] = True
     head = b64(b'{"alg":"HS256","typ":"JWT"}') + "." + b64(json.dumps(claims, separators=(",", ":")).encode())
     return head + "." + b64(hmac.new(SECRET.encode(), head.encode(), hashlib.sha256).digest())
 
@@ -196,10 +198,12 @@ async def soak(server, clients, rate, seconds, rides, warmup, every, out=print):
     """Runs the churn against `server` (started); returns the figures as a dict."""
     pid = server.proc.pid
     tok = token("soak")
-    url = server.ws + "?token=" + tok
     target = "/ws?token=" + tok
     ride_ids = ["soak-%d" % i for i in range(rides)]
-    async with connect(url, subprotocols=["ride.v1"], open_timeout=10, ping_interval=None) as ctl:
+    # The rides are started with an operator's token of the same rider (so the clients' token
+    # may watch them): --max-open-rides-per-rider does not cap operators.
+    ops_url = server.ws + "?token=" + token("soak", ops=True)
+    async with connect(ops_url, subprotocols=["ride.v1"], open_timeout=10, ping_interval=None) as ctl:
         for i, r in enumerate(ride_ids):
             if i and i % 15 == 0:
                 await asyncio.sleep(1.05)  # within --control-rate's default 20 per second

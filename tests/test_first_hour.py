@@ -358,7 +358,8 @@ def test_run_without_systemd_keeps_env_file_secret_user_and_file_limit():
         store = os.path.join(base, "state", "ridepush.db")
         with open(os.path.join(etc, "ridepush.env"), "w") as f:
             f.write("RIDEPUSH_HOST=127.0.0.1\nRIDEPUSH_PORT=%d\nRIDEPUSH_PUBLIC=%s\nRIDEPUSH_STORE=%s\nRIDEPUSH_CREATE_STORE=1\n"
-                    "RIDEPUSH_AUTH=jwt\nRIDEPUSH_SERVE_ARGS=--control-rate 7\n" % (port, os.path.join(ROOT, "public"), store))
+                    "RIDEPUSH_AUTH=jwt\nRIDEPUSH_SERVE_ARGS=--control-rate 7 --max-open-rides-per-rider 100\n"
+                    % (port, os.path.join(ROOT, "public"), store))
         with open(os.path.join(etc, "jwt-secret"), "w") as f:
             f.write(SECRET)
         os.chmod(os.path.join(etc, "jwt-secret"), 0o600)

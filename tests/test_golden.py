@@ -133,7 +133,8 @@ def test_every_server_type_in_the_goldens_is_one_the_protocol_module_knows():
 
 @pytest.fixture(scope="module")
 def srv():
-    with Server(auth="jwt", env=ENV) as s:
+    # One rider starts a ride per golden: room for them all under the open-rides cap.
+    with Server("--max-open-rides-per-rider", "100", auth="jwt", env=ENV) as s:
         yield s
 
 

@@ -13,7 +13,7 @@ import pytest
 from rp import Client, Server
 from test_security import ENV, control, expect_unauthorized, watch
 
-FAST = ("--control-rate", "100000", "--threads", "2")
+FAST = ("--control-rate", "100000", "--threads", "2", "--max-open-rides-per-rider", "100000")
 
 
 def start_many(cl, n, prefix, **extra):

@@ -35,7 +35,7 @@ def fleet():
     """A server with tokens on and a high control rate (the test starts rides in bulk)."""
     global OPS
     OPS = token("ops", ops=True)
-    s = Server("--control-rate", "100000", "--max-subscriptions", "64",
+    s = Server("--control-rate", "100000", "--max-subscriptions", "64", "--max-open-rides-per-rider", "100000",
                auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
     try:
         yield s
@@ -610,7 +610,7 @@ def test_ops_counts_match_listing_after_restart(tmp_path, browsers):
     OPS = token("ops", ops=True)
     store = str(tmp_path / "rides.db")
     env = {"RIDEPUSH_JWT_SECRET": SECRET}
-    s1 = Server("--control-rate", "100000", store=store, auth="jwt", env=env).start()
+    s1 = Server("--control-rate", "100000", "--max-open-rides-per-rider", "100000", store=store, auth="jwt", env=env).start()
     d = browsers(B.DESKTOP)
     try:
         cs, rides = small_fleet(s1)
@@ -624,7 +624,7 @@ def test_ops_counts_match_listing_after_restart(tmp_path, browsers):
     finally:
         s1.stop()
     B.wait_conn(d, "reconnecting", 5)
-    s2 = Server("--control-rate", "100000", store=store, auth="jwt", env=env, port=port).start()
+    s2 = Server("--control-rate", "100000", "--max-open-rides-per-rider", "100000", store=store, auth="jwt", env=env, port=port).start()
     try:
         B.wait_conn(d, "online", 15)
         got = {k: len(listing(s2, k)) for k in ("riding", "paused", "ended")}

@@ -53,7 +53,7 @@ def test_the_command_line_beats_the_environment():
     (["serve"], ["--host ADDR", "--port N", "--public DIR", "--store PATH|memory|postgresql://USER@HOST:PORT/DB",
                  "--create-store", "--store-password-file F", "--plans FILE", "--auth jwt|none", "--jwt-secret-file FILE",
                  "--tls-cert FILE", "--tls-key FILE", "--threads N", "--max-frame BYTES", "--max-subscriptions N",
-                 "--max-connections-per-ip N", "--trust-proxy", "--control-rate N", "--keepalive SECONDS",
+                 "--max-open-rides-per-rider N", "--max-connections-per-ip N", "--trust-proxy", "--control-rate N", "--keepalive SECONDS",
                  "--handshake-timeout SECONDS", "--slow-consumer-lag SECONDS", "--log-format text|json",
                  "--allow-origin ORIGIN", "-h, --help"]),
     (["ride"], ["--url ws://HOST:PORT/ws", "--token TOKEN", "--token-file PATH", "--ride ID", "--plan PLAN",

@@ -14,6 +14,7 @@ public enum ErrorCode: String, Sendable, Equatable {
     case rateLimited = "rate_limited"
     case planNotFound = "plan_not_found"
     case tooManySubscriptions = "too_many_subscriptions"
+    case tooManyRides = "too_many_rides"
     // Zones (docs/zones.md): the message names the zone.
     case startNotAllowed = "start_not_allowed"
     case endNotAllowed = "end_not_allowed"

@@ -1,6 +1,7 @@
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 
 /// What a connection's protocol logic needs from the server, and nothing else: lookups in
 /// memory, the token signer, the clocks. The server passes its hub; unit tests a fake.
@@ -9,6 +10,9 @@ protocol ConnectionContext {
     var signer: TokenSigner? { get }
     /// Unix ms (the ride clock).
     func now() -> UnixMillis
+    /// Unix seconds on the wall clock as it reads now: what token times are judged on
+    /// (WallClock.swift says why not the ride clock).
+    func wallSeconds() -> Int64
     /// Monotonic ms (rate windows).
     func monotonic() -> Int64
     /// A ride in memory, without waiting for the store.
@@ -38,6 +42,8 @@ enum ConnectionAction {
     /// Start (or resync) the operator feed with a snapshot / stop it, answering `id` (OpsFeed.swift).
     case watchAll(id: String?)
     case unwatchAll(id: String?)
+    /// Stop the operator feed without a reply: the connection is being refused (4401).
+    case endFeed
 }
 
 /// One connection's ride.v1 logic as a state machine, without sockets: a decoded message in,
@@ -64,14 +70,28 @@ struct Connection {
     private var rideIDs = RideIDs()
     /// Control-message rate limit: a one-second window, and strikes for messages over it.
     private var windowStart: Int64 = 0
-    // The counts as Int32 (each far below it) with the flags after them: 58 bytes, where Ints
-    // took 80, and with them the session's heap block is 224 bytes instead of 240.
+    // The counts as Int32 (each far below it) with the flags after them: 57 bytes, where Ints
+    // took 80, and with them the session's heap block is 192 bytes instead of 240.
     private let pre32: Int32
     private var inFlight32: Int32 = 0
     private var windowCount32: Int32 = 0
     private var strikes32: Int32 = 0
-    private(set) var readingPaused = false
-    private(set) var closing = false
+    /// The three flags in one byte: a Bool each would push the session into the next heap block.
+    private var flags: UInt8 = 0
+    private(set) var readingPaused: Bool {
+        get { flags & 1 != 0 }
+        set { flags = newValue ? flags | 1 : flags & ~1 }
+    }
+    private(set) var closing: Bool {
+        get { flags & 2 != 0 }
+        set { flags = newValue ? flags | 2 : flags & ~2 }
+    }
+    /// The operator feed runs for it (`watch_all` allowed and not undone): ended the moment
+    /// the token no longer allows it (`authenticate`, `refuse`). Set by OpsRequests.swift.
+    var watchingAll: Bool {
+        get { flags & 4 != 0 }
+        set { flags = newValue ? flags | 4 : flags & ~4 }
+    }
     private(set) var inFlight: Int {
         get { Int(inFlight32) }
         set { inFlight32 = Int32(newValue) }  // at most maxInFlight × 4 (Shard closes the connection there)
@@ -147,6 +167,11 @@ struct Connection {
             case .http: break
             case .ops(let req): operatorRequest(req, ctx, from: from, inTurn: true, &out)
             case .message(let env):
+                // Deferred behind the worker: the token may have expired or changed since.
+                if case .auth = env.message {} else if let e = authorization(ctx, id: env.id) {
+                    refuse(e, ctx, &out)
+                    break
+                }
                 if let ride = Self.rideOf(env.message), !(Self.isShare(env.message) && ctx.signer == nil) {
                     complete(env, ride, found ?? ctx.ride(ride), failure, ctx, from: from, &out)
                 } else {
@@ -160,7 +185,7 @@ struct Connection {
 
     /// The once-a-second sweep: a token that expired since it was checked ends the connection.
     mutating func sweep(_ ctx: some ConnectionContext) -> [ConnectionAction] {
-        guard !closing, tokenExp <= ctx.now() / 1000 - TokenSigner.leeway else { return [] }
+        guard !closing, tokenExpired(ctx.wallSeconds()) else { return [] }
         var out: [ConnectionAction] = []
         refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one"), ctx, &out)
         return out
@@ -193,13 +218,7 @@ struct Connection {
         if case .auth(let token) = env.message {
             return authenticate(token, id: env.id, reply: true, ctx, &out)
         }
-        if ctx.signer != nil, access == nil {
-            return refuse(ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: env.id), ctx, &out)
-        }
-        // A token is checked when it arrives; one that has expired since may not act any more.
-        if let exp = access?.claims.exp, exp <= ctx.now() / 1000 - TokenSigner.leeway {
-            return refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: env.id), ctx, &out)
-        }
+        if let e = authorization(ctx, id: env.id) { return refuse(e, ctx, &out) }
         if env.message.isRateLimited, !withinRate(ctx) {
             ctx.rateLimited()
             answer(ServerMessages.error(ProtocolError(.rateLimited, "more than \(ctx.config.controlRate) control messages per second; slow down", id: env.id), prefix: pre), from: from, inTurn: inTurn, &out)
@@ -290,7 +309,7 @@ struct Connection {
             guard let signer = ctx.signer, let a = access, a.mayControl(rideOwner: state.owner) else {
                 return out.append(error(ProtocolError(.forbidden, "only the ride's rider may share it")))
             }
-            let token = signer.sign(TokenClaims.share(ride: ride, now: ctx.now() / 1000, ttl: 2 * 3600))
+            let token = signer.sign(TokenClaims.share(ride: ride, now: ctx.wallSeconds(), ttl: 2 * 3600))
             out.append(.send(ServerMessages.share(ride: ride, id: env.id, url: "/?ride=\(ride)&token=\(token)", token: token, prefix: pre)))
         default:
             break
@@ -304,7 +323,7 @@ struct Connection {
             return
         }
         let claims: TokenClaims
-        do { claims = try signer.verify(token, now: ctx.now() / 1000) } catch {
+        do { claims = try signer.verify(token, now: ctx.wallSeconds()) } catch {
             return refuse(ProtocolError(.unauthorized, "token refused: \(error.message)", id: id), ctx, &out)
         }
         let a = Access(claims)
@@ -323,6 +342,11 @@ struct Connection {
             }
         }
         subscribed = kept
+        // The operator feed too: it runs only for an ops token.
+        if watchingAll, !a.claims.ops {
+            watchingAll = false
+            out.append(.unwatchAll(id: nil))
+        }
         if reply { out.append(.send(authenticatedMessage(id: id, sub: claims.sub, scope: claims.scope.rawValue))) }
     }
 
@@ -332,9 +356,34 @@ struct Connection {
         ctx.count("auth", "unauthorized")
         for ride in subscribed { out.append(.unsubscribe(ride)) }
         subscribed = []
+        if watchingAll {
+            watchingAll = false
+            out.append(.endFeed)
+        }
         out.append(.send(ServerMessages.error(e, prefix: pre)))
         closing = true
         out.append(.close(code: 4401, reason: "unauthorized"))
+    }
+
+    /// The one authorization decision every path that acts for the connection asks (messages,
+    /// deferred messages, operator requests; the sweep and the feed ask `tokenExpired`): nil
+    /// while its token holds, else why not. Auth off: always nil.
+    func authorization(_ ctx: some ConnectionContext, id: String?) -> ProtocolError? {
+        guard ctx.signer != nil else { return nil }
+        if access == nil {
+            return ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: id)
+        }
+        // A token is checked when it arrives; one that has expired since may not act any more.
+        if tokenExpired(ctx.wallSeconds()) { return ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: id) }
+        return nil
+    }
+
+    /// Whether the token's `exp` is past (with the leeway) at wall-clock second `wall`.
+    func tokenExpired(_ wall: Int64) -> Bool { tokenExp <= wall - TokenSigner.leeway }
+
+    /// Whether the operator feed may run for it now: auth off, or an unexpired ops token.
+    func mayWatchAll(_ wall: Int64, authOn: Bool) -> Bool {
+        !authOn || (access?.claims.ops == true && !tokenExpired(wall))
     }
 
     /// Sends a reply made here, behind any the store worker still owes this connection.

@@ -3,6 +3,7 @@ import Foundation
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 
 /// HTTP on the WebSocket port: the page from `public/`, `/healthz`, `/metrics`, `/rides/{id}`,
 /// `/plans`, `/quote`.
@@ -29,47 +30,53 @@ extension Shard {
         }
     }
 
+    /// `GET /rides/{id}` (RideDocumentRoute decides; this side reads and writes): the id and
+    /// the token first, then the ride from memory or the store; the journal (`?journal=1`,
+    /// operators) is read only once the token is known to allow the ride.
     func rideDocument(_ wsi: OpaquePointer, _ id: String) -> Int32 {
-        var claims: TokenClaims?
-        if hub.authRequired {
-            var token = urlArg(wsi, "token")
-            if token == nil, let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { token = String(h.dropFirst(7)) }
-            guard let token, let c = try? hub.signer?.verify(token, now: hub.clock.now() / 1000) else {
-                return respond(wsi, 401, json: errorJSON("unauthorized", "a valid token is required (?token= or Authorization: Bearer)"))
-            }
-            claims = c
+        let admitted: RideDocumentRoute.Admitted
+        switch RideDocumentRoute.admit(id: id, token: requestToken(wsi), journalAsked: urlArg(wsi, "journal") == "1",
+                                       signer: hub.signer, wall: WallClock.seconds()) {
+        case .success(let a): admitted = a
+        case .failure(let refusal): return respond(refusal.answer, wsi)
         }
-        // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
-        if urlArg(wsi, "journal") == "1" || claims?.ops == true { return rideDocumentWithJournal(wsi, id, claims) }
         if let live = hub.registry.find(id) {
-            let (status, body) = rideResponse(id, claims, live, nil)
-            return respond(wsi, status, json: body)
+            let answer = rideAnswer(id, admitted.claims, live, nil)
+            // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
+            if answer.status == 200, admitted.journal { return rideDocumentWithJournal(wsi, id, admitted.claims) }
+            return respond(answer, wsi)
         }
         // Not in memory: the store worker reads it; this thread serves others meanwhile.
-        nextSerial += 1
-        awaitingRide[wsi] = (nextSerial, id)
-        hub.registry.submit(.lookup(id, from: Requester(shard: index, session: 0), then: .http(token: nextSerial, claims: claims)))
+        let token = awaitingStore.add(wsi, id)
+        hub.registry.submit(.lookup(id, from: Requester(shard: index, session: 0),
+                                    then: .http(token: token, claims: admitted.claims, journal: admitted.journal)))
         return 0
     }
 
-    func rideResponse(_ id: String, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) -> (UInt32, [UInt8]) {
-        guard let live else {
-            let e = failure ?? ProtocolError(.rideNotFound, "no ride \"\(id)\"")
-            return (e.code == .rideNotFound ? 404 : 503, errorJSON(e.code.rawValue, e.message))
-        }
-        let ride = hub.registry.snapshot(live)
-        if let claims, !Access(claims).mayWatch(rideID: id, rideOwner: ride.owner) {
-            return (403, errorJSON("forbidden", "this token may not read ride \"\(id)\""))
-        }
-        return (200, ServerMessages.rideDocument(ride: ride, plan: live.plan, at: hub.clock.now()))
+    /// The request's token, for HTTP and WebSocket upgrades alike: `?token=`, else
+    /// `Authorization: Bearer`.
+    func requestToken(_ wsi: OpaquePointer) -> String? {
+        if let t = urlArg(wsi, "token") { return t }
+        if let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { return String(h.dropFirst(7)) }
+        return nil
+    }
+
+    func rideAnswer(_ id: String, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) -> HTTPAnswer {
+        RideDocumentRoute.answer(id: id, claims: claims, ride: live.map(hub.registry.snapshot), plan: live?.plan,
+                                 failure: failure, at: hub.clock.now())
     }
 
     /// The store worker answered a `GET /rides/{id}`: respond on HTTP_WRITEABLE, if the
-    /// connection is still there.
-    func rideFound(_ token: UInt64, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) {
-        guard let (wsi, waiting) = awaitingRide.first(where: { $0.value.token == token }) else { return }
-        awaitingRide[wsi] = nil
-        deferredResponses[wsi] = rideResponse(waiting.ride, claims, live, failure)
+    /// connection is still there (or, allowed a journal, have the worker read it now).
+    func rideFound(_ token: UInt64, _ claims: TokenClaims?, journal: Bool, _ live: LiveRide?, _ failure: ProtocolError?) {
+        guard let waiting = awaitingStore.take(token) else { return }
+        let wsi = waiting.handle
+        let answer = rideAnswer(waiting.what, claims, live, failure)
+        if answer.status == 200, journal {
+            _ = rideDocumentWithJournal(wsi, waiting.what, claims)
+            return
+        }
+        deferredResponses[wsi] = (answer.status, answer.body)
         lws_callback_on_writable(wsi)
     }
 
@@ -78,18 +85,32 @@ extension Shard {
             hub.metrics.add(hub.metrics.rateLimited)
             return respond(wsi, 429, json: errorJSON("rate_limited", "more than \(hub.config.controlRate) quotes per second; slow down"))
         }
-        let planID = urlArg(wsi, "plan")
-        guard let seconds = urlArg(wsi, "seconds").flatMap(InputBounds.quantity) else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "seconds= is required: whole seconds of riding, 0 to \(InputBounds.maxQuantity)"))
+        let answer = QuoteRoute.answer(plan: urlArg(wsi, "plan"), seconds: urlArg(wsi, "seconds"), paused: urlArg(wsi, "paused"),
+                                       plans: hub.registry.plan)
+        return respond(answer, wsi)
+    }
+
+    /// The reason a `/quote` query is refused, or nil.
+    func quoteProblem(_ wsi: OpaquePointer) -> String? {
+        QuoteQuery.problem(queryArguments(wsi))
+    }
+
+    /// Every `name=value` of the query string (lws has already %-decoded them), at most 16.
+    func queryArguments(_ wsi: OpaquePointer) -> [(name: String, value: String)] {
+        var out: [(name: String, value: String)] = []
+        guard lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0 else { return out }
+        var buf = [CChar](repeating: 0, count: 1024)
+        for i in 0..<16 {
+            let n = lws_hdr_copy_fragment(wsi, &buf, Int32(buf.count), WSI_TOKEN_HTTP_URI_ARGS, Int32(i))
+            guard n > 0 else { break }
+            let frag = String(decoding: buf.prefix(Int(n)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if let eq = frag.firstIndex(of: "=") {
+                out.append((String(frag[..<eq]), String(frag[frag.index(after: eq)...])))
+            } else {
+                out.append((frag, ""))
+            }
         }
-        guard let paused = urlArg(wsi, "paused").map(InputBounds.quantity) ?? 0 else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "paused= must be whole seconds, 0 to \(InputBounds.maxQuantity)"))
-        }
-        guard let plan = hub.registry.plan(planID) else {
-            return respond(wsi, 404, json: errorJSON("plan_not_found", "no plan \"\(planID ?? "")\""))
-        }
-        let q = FareEngine.quote(plan, riding: seconds, paused: paused)
-        return respond(wsi, 200, json: ServerMessages.quote(id: nil, plan: plan, quote: q, seconds: seconds, paused: paused))
+        return out
     }
 
     func staticFile(_ wsi: OpaquePointer, _ path: String) -> Int32 {
@@ -127,6 +148,11 @@ extension Shard {
         "json": "application/json", "svg": "image/svg+xml", "png": "image/png", "ico": "image/x-icon",
         "woff2": "font/woff2", "txt": "text/plain; charset=utf-8", "webmanifest": "application/manifest+json",
     ]
+
+    /// Writes a service-made answer: the headers now and the body on HTTP_WRITEABLE.
+    func respond(_ answer: HTTPAnswer, _ wsi: OpaquePointer) -> Int32 {
+        respond(wsi, answer.status, json: answer.body)
+    }
 
     /// Writes the headers now and the body on HTTP_WRITEABLE.
     func respond(_ wsi: OpaquePointer, _ status: UInt32, type: String = "application/json", json: [UInt8]) -> Int32 {
@@ -176,15 +202,5 @@ extension Shard {
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
     }
 
-    func errorJSON(_ code: String, _ message: String) -> [UInt8] {
-        var w = JSONWriter()
-        w.beginObject()
-        w.key("error")
-        w.beginObject()
-        w.key("code"); w.string(code)
-        w.key("message"); w.string(message)
-        w.endObject()
-        w.endObject()
-        return w.bytes
-    }
+    func errorJSON(_ code: String, _ message: String) -> [UInt8] { HTTPAnswer.errorJSON(code, message) }
 }

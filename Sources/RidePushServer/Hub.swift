@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideService
 import RideStore
 import RideStorePostgres
 import Synchronization
@@ -11,9 +12,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let config: ServerConfig
     let clock: RideClock
     let metrics = Metrics()
-    private(set) var registry: RideRegistry!
+    let registry: RideRegistry
     private(set) var shards: [Shard] = []
-    private(set) var ticker: Ticker!
+    let ticker: Ticker
     let ops: OpsFeed
     let signer: TokenSigner?
     var authRequired: Bool { signer != nil }
@@ -23,7 +24,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// `/quote` requests per address per second (the control rate).
     let quoteRate: AddressRate
     /// The one thread that talks to the store (group commit); see StoreCoordinator.
-    private(set) var storeWorker: StoreWorker<StoreCoordinator>!
+    let storeWorker: StoreWorker<StoreCoordinator>
+    /// Where the store worker hands each service thread its events (filled once the shards exist).
+    private let mailboxes = Mailboxes()
     /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
     private(set) var clusterFeed: ClusterFeed?
     private(set) var storeHealth: ConnectionHealth?
@@ -63,6 +66,52 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         if case .jwt(let secret) = config.auth { signer = TokenSigner(secret: secret) } else { signer = nil }
         listener = try Listener(host: config.host, port: config.port)
 
+        // In dependency order, each piece handed what it uses: the feed, the registry, the
+        // ticker, the rides from the store, the worker; then the C structures lws keeps, then
+        // the service threads (which need all of it), and last the mailboxes they are reached by.
+        let threads = max(1, config.threads)
+        let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
+        ops = OpsFeed(threads: threads, pre: pre)
+        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre)
+        self.registry = registry
+        ticker = Ticker(clock: clock, metrics: metrics, registry: registry)
+        var book = RideBook(plans: config.plans)
+        var cluster: ClusterCatchUp?
+        do {
+            // Before the open rides: whatever commits while they load is read again, never missed.
+            if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
+            let open = try store.openRides()
+            registry.publishing { v in
+                for stored in open {
+                    book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
+                    _ = registry.add(stored.ride, &v)
+                }
+            }
+        } catch {
+            close(listener.fd)
+            throw ServerError("cannot load rides: \(error.message)")
+        }
+        // The memory store's own lookup is as cheap as the cache, which would hold a second
+        // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
+        let mailboxes = self.mailboxes
+        let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
+                                           recentReplies: store is MemoryStore ? 0 : 8192,
+                                           maxOpenRides: config.maxOpenRidesPerRider) { i, events in mailboxes.post(i, events) }
+        let worker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
+            // The fate of that transaction is unknown: stop, and let a restart read the file
+            // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
+            FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT or at its log sync, so it is unknown whether the last groups of transitions are durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
+            exit(70)
+        }
+        storeWorker = worker
+        registry.connect(worker)
+        if let pg = store as? PostgresStore {
+            storeHealth = pg.health
+            clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
+                worker.submit([.cluster(hints: hints, catchUp: catchUp)])
+            }
+        }
+
         protocols = .allocate(capacity: 3)
         protocols[0] = lws_protocols()
         protocols[0].name = UnsafePointer(strdup("ride.v1"))
@@ -101,60 +150,21 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                 options: nil, name: UnsafePointer(strdup(h.0)), value: UnsafePointer(strdup(h.1)))
         }
 
-        let threads = max(1, config.threads)
-        ops = OpsFeed(threads: threads)
-        ticker = Ticker(hub: self)
         do throws(ServerError) {
-            let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops)
-            self.registry = registry
-            var book = RideBook(plans: config.plans)
-            var cluster: ClusterCatchUp?
-            do {
-                // Before the open rides: whatever commits while they load is read again, never missed.
-                if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
-                let open = try store.openRides()
-                registry.publishing { v in
-                    for stored in open {
-                        book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
-                        _ = registry.add(stored.ride, &v)
-                    }
-                }
-            } catch {
-                throw ServerError("cannot load rides: \(error.message)")
-            }
-            // The memory store's own lookup is as cheap as the cache, which would hold a second
-            // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
-            let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
-                                               recentReplies: store is MemoryStore ? 0 : 8192) {
-                [unowned self] i, events in shards[i].post(events)
-            }
-            storeWorker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
-                // The fate of that transaction is unknown: stop, and let a restart read the file
-                // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
-                FileHandle.standardError.write(Data("ridepush: FATAL: the ride store failed at COMMIT or at its log sync, so it is unknown whether the last groups of transitions are durable: \(error.message). Stopping; a restart recovers from the file.\n".utf8))
-                exit(70)
-            }
-            registry.connect(storeWorker)
-            if let pg = store as? PostgresStore {
-                let worker: StoreWorker<StoreCoordinator> = storeWorker
-                storeHealth = pg.health
-                clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
-                    worker.submit([.cluster(hints: hints, catchUp: catchUp)])
-                }
-            }
             for i in 0..<threads {
                 let shard = Shard(index: i, hub: self, listenFD: listener.fd)
                 try shard.create(config: config)
                 shards.append(shard)
             }
         } catch {
-            // A refused start (store, TLS files, a port in use by a later thread) leaves nothing behind.
+            // A refused start (TLS files, a port in use by a later thread) leaves nothing behind.
             for shard in shards { lws_context_destroy(shard.context) }
-            registry?.disconnect()
+            registry.disconnect()
             freeContextStructures()
             close(listener.fd)
             throw error
         }
+        mailboxes.shards = shards
         ops.deliver = { [shards] item in for s in shards { s.post(.ops(item)) } }
     }
 

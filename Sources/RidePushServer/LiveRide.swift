@@ -115,10 +115,9 @@ struct TickBatch: Sendable {
         return f
     }
 
-    /// Every ride with its tick in an array of its own (LWS_PRE room in front): copies, for tests.
-    var rides: [(live: LiveRide, frame: [UInt8])] {
-        let pre = Int(clws_pre())
-        return ends.indices.map { (ends[$0].live, frame($0, pre: pre)) }
+    /// Every ride with its tick in an array of its own (`pre` bytes of room in front): copies, for tests.
+    func rides(pre: Int) -> [(live: LiveRide, frame: [UInt8])] {
+        ends.indices.map { (ends[$0].live, frame($0, pre: pre)) }
     }
 }
 

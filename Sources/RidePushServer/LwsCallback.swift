@@ -2,6 +2,7 @@ import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 
 extension Shard {
     /// The ride.v1 protocol callback: one switch over what lws tells us.
@@ -22,6 +23,8 @@ extension Shard {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             drainMailbox()
             return 0
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return confirmSubprotocol(wsi)
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             return filterUpgrade(wsi)
         case LWS_CALLBACK_ESTABLISHED:
@@ -38,7 +41,7 @@ extension Shard {
             return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
         case LWS_CALLBACK_WSI_DESTROY:
             httpBodies[wsi] = nil
-            awaitingRide[wsi] = nil
+            awaitingStore.forget(wsi)
             deferredResponses[wsi] = nil
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
@@ -56,31 +59,40 @@ extension Shard {
         return Unmanaged<Session>.fromOpaque(p).takeUnretainedValue()
     }
 
-    /// Before the upgrade: only `/ws`, only allowed origins, a bounded number per address.
-    /// A token (query `token=` or `Authorization: Bearer`) is kept for ESTABLISHED, where a bad
-    /// one can be answered with an `unauthorized` error and close code 4401.
+    /// Before the upgrade (UpgradeRoute decides): only `/ws`, only allowed origins, a bounded
+    /// number per address, and for /echo a valid token. A /ws token (query `token=` or
+    /// `Authorization: Bearer`) is kept for ESTABLISHED, where a bad one can be answered with an
+    /// `unauthorized` error and close code 4401.
     func filterUpgrade(_ wsi: OpaquePointer) -> Int32 {
         // HTTP/1.1 upgrades carry the path as GET; WebSockets over HTTP/2 (RFC 8441, what
         // Chromium uses on an https page) arrive as CONNECT with it in `:path`.
         var path = header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HTTP_COLON_PATH) ?? ""
         if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
-        let echo = path == "/echo" && hub.config.wsEcho != nil
-        guard path == "/ws" || echo else { return refuseUpgrade(wsi, 404, "not_found", "no WebSocket at \(path.prefix(100)); the WebSocket is at /ws") }
-        if !hub.config.allowedOrigins.isEmpty, let origin = header(wsi, WSI_TOKEN_ORIGIN),
-           !hub.config.allowedOrigins.contains(origin) {
-            return refuseUpgrade(wsi, 403, "forbidden_origin", "origin \(origin.prefix(200)) is not allowed (--allow-origin)")
+        let endpoint: UpgradeRoute.Endpoint
+        switch UpgradeRoute.endpoint(path: path, echoEnabled: hub.config.wsEcho != nil, origin: header(wsi, WSI_TOKEN_ORIGIN),
+                                     allowedOrigins: hub.config.allowedOrigins) {
+        case .success(let e): endpoint = e
+        case .failure(let r): return refuseUpgrade(wsi, r)
         }
         let peer = clientAddress(wsi)
         guard hub.admit(peer) else {
             hub.metrics.add(hub.metrics.refusedConnections)
-            return refuseUpgrade(wsi, 429, "too_many_connections", "more than \(hub.config.maxConnectionsPerIP) WebSocket connections from \(peer)")
+            return refuseUpgrade(wsi, UpgradeRoute.tooManyConnections(from: peer, limit: hub.config.maxConnectionsPerIP))
         }
-        var token = urlArg(wsi, "token")
-        if token == nil, let auth = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), auth.hasPrefix("Bearer ") {
-            token = String(auth.dropFirst(7))
+        let token = requestToken(wsi)
+        if let r = UpgradeRoute.tokenRefusal(endpoint, token: token, signer: hub.signer, wall: WallClock.seconds()) {
+            hub.release(peer)
+            return refuseUpgrade(wsi, r)
         }
-        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: echo)
+        pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: endpoint == .echo)
         return 0
+    }
+
+    /// Before lws looks at the offered subprotocols (HTTP_CONFIRM_UPGRADE): a client that
+    /// offers some, none of them ride.v1, gets a 400 and the reason like the other refusals.
+    func confirmSubprotocol(_ wsi: OpaquePointer) -> Int32 {
+        guard let r = UpgradeRoute.subprotocolRefusal(offered: header(wsi, WSI_TOKEN_PROTOCOL)) else { return 0 }
+        return refuseUpgrade(wsi, r)
     }
 
     func established(_ wsi: OpaquePointer) {
@@ -129,10 +141,9 @@ extension Shard {
     func receive(_ s: Session, _ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) {
         // Once we decided to close (4401, 1008, 4008, 1001), nothing more is read into work.
         guard s.closing == nil else { return }
-        if s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies || s.conn.inFlight >= Connection.maxInFlight * 4 {
+        if s.outbox.count + Int(s.pendingTicks) >= Outbox.limit || s.conn.inFlight >= Connection.maxInFlight * 4 {
             // It keeps sending but does not read its replies: a slow consumer, not a queue to grow.
-            hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-            return closeHard(s, code: 4008, reason: "slow consumer: \(Shard.maxQueuedReplies) replies not read")
+            return slowConsumer(s, "slow consumer: \(Outbox.limit) replies not read")
         }
         if s.rxSince == 0 { s.rxSince = coarseMillis() }
         if s.rx.count + len > s.echo?.limit ?? hub.config.maxFrame {
@@ -158,9 +169,6 @@ extension Shard {
             handleMessage(s, s.rx)
         }
     }
-
-    /// Replies a client may leave unread before it is closed as a slow consumer.
-    static let maxQueuedReplies = 1024
 
     /// Closes with `code` once what is queued is written, and in any case within 5 s, so a
     /// peer that stops reading cannot hold a closing connection (and its queue) open.

@@ -13,6 +13,8 @@ final class Metrics: Sendable {
     let acceptBackoffs = Atomic<Int>(0)
     let refusedConnections = Atomic<Int>(0)
     let rateLimited = Atomic<Int>(0)
+    /// Rides read from the store one by one (lookups of rides not in memory, journals).
+    let storeRideReads = Atomic<Int>(0)
     /// Control messages by type and result, as "type|result" → count.
     private let controls = Locked<[String: Int]>([:])  // not Mutex: TSan sees this lock (Locked.swift)
     /// Tick lateness (timer fire − whole second) and fan-out duration: observed in

@@ -26,6 +26,7 @@ extension Hub {
         metric("ridepush_store_commits_total", "counter", "Store transactions committed, each holding a group of writes.", [("", Double(storeWorker.commits.load(ordering: .relaxed)))])
         metric("ridepush_store_syncs_total", "counter", "Log syncs (one fsync each) of a store that syncs apart from its commits (SQLite): each makes every commit before it durable.", [("", Double(storeWorker.syncs.load(ordering: .relaxed)))])
         metric("ridepush_store_writes_total", "counter", "Writes in those transactions.", [("", Double(storeWorker.writes.load(ordering: .relaxed)))])
+        metric("ridepush_store_ride_reads_total", "counter", "Rides read from the store one by one: lookups of rides not in memory and journals.", [("", Double(m.storeRideReads.load(ordering: .relaxed)))])
         metric("ridepush_control_messages_total", "counter", "Client messages by type and result.",
                m.controlCounts().map { ("{type=\"\($0.type)\",result=\"\($0.result)\"}", Double($0.count)) })
         if let storeHealth, let clusterFeed {

@@ -1,5 +1,7 @@
 import CLibWebSockets
+import RideAuth
 import RideCore
+import RideService
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.
@@ -26,10 +28,12 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in
     let slots: [OpsSlot]
     /// Hands an item to every service thread (Hub.init: each shard's mailbox).
     var deliver: (OpsItem) -> Void = { _ in }
-    let pre = Int(clws_pre())
+    /// The frames' headroom (LWS_PRE), handed in by the adapter.
+    let pre: Int
 
-    init(threads: Int) {
+    init(threads: Int, pre: Int) {
         slots = (0..<threads).map { _ in OpsSlot() }
+        self.pre = pre
     }
 
     var active: Bool { watching.load(ordering: .relaxed) > 0 }
@@ -76,15 +80,13 @@ final class OpsSlot {  // service thread only
 }
 
 final class OpsWatcher {
-    /// Unowned(unsafe): the session leaves the slot when it closes (Shard.dropOpsWatcher).
-    unowned(unsafe) let session: Session
+    /// Unowned: the session leaves the slot when it closes (Shard.dropOpsWatcher); checked, so
+    /// a watcher outliving its session traps instead of reading freed memory.
+    unowned let session: Session
     /// Items up to this number were already in the snapshot it got.
     var since: UInt64 = .max
     /// Its outbox holds the frame marker: the slot's frame is due to it.
     var frameQueued = false
-    /// When the frame it has not taken yet became due (monotonic ms): a newer frame in its
-    /// place does not restart the slow-consumer clock.
-    var frameSince: Int64 = 0
 
     init(session: Session) { self.session = session }
 }
@@ -121,14 +123,14 @@ extension Shard {
         unqueueFrame(w)  // older than the snapshot
         let sorted = rides.sorted { ($0.ride.startedAt, $0.ride.id) < ($1.ride.startedAt, $1.ride.id) }
         for f in OpsMessages.snapshot(id: id, seq: hub.ops.lastSeq.load(ordering: .relaxed), at: at, counts: counts, rides: sorted, prefix: pre) {
-            s.enqueue(f)
+            send(s, f)
         }
     }
 
     /// `unwatch_all`: nothing of the feed follows the reply.
     func unwatchAll(_ s: Session, id: String?) {
         dropOpsWatcher(s)
-        s.enqueue(OpsMessages.unwatched(id: id, prefix: pre))
+        send(s, OpsMessages.unwatched(id: id, prefix: pre))
     }
 
     /// The session stops watching (unwatch_all, or it closed).
@@ -140,41 +142,34 @@ extension Shard {
 
     private func unqueueFrame(_ w: OpsWatcher) {
         guard w.frameQueued else { return }
-        let s = w.session
-        if let i = s.outbox[s.outboxHead...].firstIndex(where: \.isEmpty) { s.outbox.remove(at: i) }
+        w.session.outbox.removeFirst(where: \.isEmpty)
         w.frameQueued = false
     }
 
     /// Hands this thread's watchers an item, in published order. A watcher still holding
     /// the previous frame gets the new one in its place, behind what was published since;
-    /// one that has not read its feed for --slow-consumer-lag seconds, or lets events pile
-    /// up, is closed (4008) like any slow consumer.
+    /// one that lets its outbox reach the bound is closed (4008), and one that reads nothing
+    /// for --slow-consumer-lag by the session's one clock (Outbox.swift), like any slow consumer.
     func deliverOps(_ item: OpsItem) {
         let slot = opsSlot
         guard !slot.watchers.isEmpty else { return }
         if item.isFrame { slot.frame.frame = item.bytes }
-        let lag = Int64(hub.config.slowConsumerLag) * 1000
-        let now = coarseMillis()
+        let wall = WallClock.seconds()
         for w in slot.watchers.values {
             let s = w.session
             guard item.number > w.since, s.closing == nil else { continue }
-            let stale = item.isFrame && w.frameQueued && now - w.frameSince > lag
-            if stale || s.outbox.count - s.outboxHead >= Shard.maxQueuedReplies {
-                hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-                closeHard(s, code: 4008, reason: "slow consumer: operator feed not read")
-                continue
-            }
+            // Asked on every delivery, not only when the token changes: one that expired since
+            // the last sweep gets nothing more (the sweep then refuses it, 4401).
+            guard s.conn.mayWatchAll(wall, authOn: hub.authRequired) else { continue }
             if item.isFrame {
                 if w.frameQueued {
                     unqueueFrame(w)
                     hub.metrics.add(hub.metrics.ticksCoalesced)
-                } else {
-                    w.frameSince = now
                 }
-                s.enqueue(Shard.fleetFrameMarker)
-                w.frameQueued = true
+                send(s, Shard.fleetFrameMarker)
+                w.frameQueued = s.closing == nil
             } else {
-                s.enqueue(item.bytes)
+                send(s, item.bytes)
             }
         }
     }

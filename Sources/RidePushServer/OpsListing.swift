@@ -2,6 +2,7 @@ import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import RideStore
 
 /// `GET /rides?state=riding|paused|ended&limit=N&cursor=C`: every ride, a page at a time,
@@ -12,9 +13,11 @@ extension Shard {
     static let maxPage = 500
 
     func ridesListing(_ wsi: OpaquePointer) -> Int32 {
-        if hub.authRequired {
-            guard let claims = httpClaims(wsi) else {
-                return respond(wsi, 401, json: errorJSON("unauthorized", "a valid token is required (Authorization: Bearer or ?token=)"))
+        if let signer = hub.signer {
+            let claims: TokenClaims
+            switch HTTPToken.verify(requestToken(wsi), signer: signer, wall: WallClock.seconds()) {
+            case .success(let c): claims = c
+            case .failure(let refusal): return respond(refusal.answer, wsi)
             }
             guard claims.ops else {
                 return respond(wsi, 403, json: errorJSON("forbidden", "listing rides needs an operator (ops) token"))
@@ -80,14 +83,5 @@ extension Shard {
         -> (rows: [(ride: Ride, plan: FarePlan, watchers: Int)], next: RideKey?) {
         let page = rows.prefix(limit)
         return (page.map { ($0.ride, $0.plan, $0.watchers) }, rows.count > limit ? page.last?.key : nil)
-    }
-
-    /// The claims of the request's token (`Authorization: Bearer`, else `?token=`), if valid.
-    func httpClaims(_ wsi: OpaquePointer) -> TokenClaims? {
-        var token: String?
-        if let h = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), h.hasPrefix("Bearer ") { token = String(h.dropFirst(7)) }
-        if token == nil { token = urlArg(wsi, "token") }
-        guard let token else { return nil }
-        return try? hub.signer?.verify(token, now: hub.clock.now() / 1000)
     }
 }

@@ -18,12 +18,7 @@ extension Connection {
     mutating func operatorRequest(_ req: OpsRequest, _ ctx: some ConnectionContext, from: Requester, inTurn: Bool,
                                   _ out: inout [ConnectionAction]) {
         if !inTurn, inFlight > 0 { return submit(.lookup(nil, from: from, then: .ops(req)), &out) }
-        if ctx.signer != nil, access == nil {
-            return refuse(ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: req.id), ctx, &out)
-        }
-        if let exp = access?.claims.exp, exp <= ctx.now() / 1000 - TokenSigner.leeway {
-            return refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one", id: req.id), ctx, &out)
-        }
+        if let e = authorization(ctx, id: req.id) { return refuse(e, ctx, &out) }
         let type = req.kind == .watchAll ? "watch_all" : "unwatch_all"
         guard ctx.signer == nil || access?.claims.ops == true else {
             ctx.count(type, ErrorCode.forbidden.rawValue)
@@ -37,9 +32,11 @@ extension Connection {
                 return out.append(.send(ServerMessages.error(ProtocolError(.rateLimited, "more than \(ctx.config.controlRate) requests per second; slow down", id: req.id), prefix: pre)))
             }
             ctx.count(type, "ok")
+            watchingAll = true
             out.append(.watchAll(id: req.id))
         case .unwatchAll:
             ctx.count(type, "ok")
+            watchingAll = false
             out.append(.unwatchAll(id: req.id))
         }
     }
@@ -51,6 +48,7 @@ enum OpsReads {
     /// `get` by an operator: the state with the journal and the watchers.
     static func journalState(_ live: LiveRide, id: String?, pre: Int) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
         { store, registry in
+            registry.metrics.add(registry.metrics.storeRideReads)
             let journal = (try? store.ride(live.id))??.journal
             return OpsAnswer(status: 200, body: OpsMessages.journalState(ride: registry.snapshot(live), plan: live.plan, at: registry.clock.now(), id: id,
                                                                          journal: journal, watchers: live.subscriberCount.load(ordering: .relaxed), prefix: pre))
@@ -62,6 +60,7 @@ enum OpsReads {
     static func rideDocument(_ id: String, claims: TokenClaims?) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
         { store, registry in
             let stored: StoredRide?
+            registry.metrics.add(registry.metrics.storeRideReads)
             do throws(StoreError) { stored = try store.ride(id) } catch {
                 return OpsAnswer(status: 503, body: OpsMessages.error("unavailable", "ride storage is unavailable: \(error.message)"))
             }
@@ -85,16 +84,14 @@ extension Shard {
     /// Has the store worker run `work` and answers this HTTP connection with its result
     /// (on HTTP_WRITEABLE, if the connection is still there); this thread serves others meanwhile.
     func awaitStore(_ wsi: OpaquePointer, _ what: String, _ work: @escaping @Sendable (RideStore, RideRegistry) -> OpsAnswer) -> Int32 {
-        nextSerial += 1
-        awaitingRide[wsi] = (nextSerial, what)
-        hub.registry.submit(.read(from: Requester(shard: index, session: 0), http: nextSerial, work: work))
+        let token = awaitingStore.add(wsi, what)
+        hub.registry.submit(.read(from: Requester(shard: index, session: 0), http: token, work: work))
         return 0
     }
 
     func httpAnswered(_ token: UInt64, _ status: UInt32, _ body: [UInt8]) {
-        guard let (wsi, _) = awaitingRide.first(where: { $0.value.token == token }) else { return }
-        awaitingRide[wsi] = nil
-        deferredResponses[wsi] = (status, body)
-        lws_callback_on_writable(wsi)
+        guard let waiting = awaitingStore.take(token) else { return }
+        deferredResponses[waiting.handle] = (status, body)
+        lws_callback_on_writable(waiting.handle)
     }
 }

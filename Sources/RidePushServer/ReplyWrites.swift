@@ -1,4 +1,5 @@
 import CLibWebSockets
+import RideService
 
 /// Replies written without a WRITEABLE round trip each, several frames in one send.
 ///
@@ -59,19 +60,21 @@ extension Shard {
     func writeOutbox(_ s: Session) -> Int32 {
         var used = 0
         while s.hasOutbox {
-            let n = s.outbox[s.outboxHead].count - pre
+            let n = s.outbox.frames[s.outbox.head].count - pre
             if n < 0 { break }  // Shard.fleetFrameMarker (empty)
             let room = Self.frameHeaderLength(n) + n
             if used > 0, used + room > Self.batchLimit { break }
             reserveBatch(pre + used + room)
-            used += s.outbox[s.outboxHead].withUnsafeBufferPointer { f in
+            used += s.outbox.frames[s.outbox.head].withUnsafeBufferPointer { f in
                 Self.frame(f.baseAddress! + pre, n, into: batch + pre + used)
             }
             s.dropOutboxHead()
         }
         if used == 0 { return 0 }
         // As raw bytes (lws's HTTP write type is its raw write on a WebSocket): the frames are made.
-        return lws_write(s.wsi, batch + pre, used, LWS_WRITE_HTTP) < used ? -1 : 0
+        if lws_write(s.wsi, batch + pre, used, LWS_WRITE_HTTP) < used { return -1 }
+        s.wrote()
+        return 0
     }
 
     private func reserveBatch(_ n: Int) {

@@ -18,6 +18,11 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         var endedOrder: [String] = []
         /// The last tick's encoded size: the next one reserves that much once.
         var tickBytes = 0
+        /// Open rides per owner, and starts decided but not yet published (with the owner of
+        /// each by ride id): what --max-open-rides-per-rider counts (`openRides`).
+        var openByOwner: [String: Int] = [:]
+        var startsPending: [String: Int] = [:]
+        var pendingOwners: [String: String] = [:]
     }
 
     let plans: [String: FarePlan]
@@ -32,12 +37,15 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     let ops: OpsFeed?
     let view = Locked(View())
     static let keptEndedRides = 10_000
-    let pre = Int(clws_pre())
+    /// Bytes every encoded frame leaves free in front for the socket layer's header (lws's
+    /// LWS_PRE), handed in by the adapter at start: this side never asks lws.
+    let pre: Int
     /// Where requests go: the store worker (or, in unit tests, a queue run by hand).
     private(set) var jobs: (any StoreJobSink)!
 
-    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil) {
+    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
         self.ops = ops
+        self.pre = pre
         var byID: [String: FarePlan] = [:]
         for p in plans { byID[p.id] = p }
         self.plans = byID
@@ -97,8 +105,29 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         } else {
             live.liveIndex = Int32(v.live.count)
             v.live.append(live)
+            if let owner = ride.owner { v.openByOwner[owner, default: 0] += 1 }
         }
         return live
+    }
+
+    /// Open rides of `owner`, with its starts decided but not yet published (store worker).
+    func openRides(of owner: String) -> Int {
+        view.withLock { v in v.openByOwner[owner, default: 0] + v.startsPending[owner, default: 0] }
+    }
+
+    /// A start of `owner`'s was decided (store worker): counted until it is published.
+    func startPending(_ ride: String, owner: String) {
+        view.withLock { v in
+            v.startsPending[owner, default: 0] += 1
+            v.pendingOwners[ride] = owner
+        }
+    }
+
+    /// A decided start was published, committed or not (under the view lock): no longer pending.
+    func startSettled(_ ride: String, _ v: inout View) {
+        guard let owner = v.pendingOwners.removeValue(forKey: ride) else { return }
+        let n = v.startsPending[owner, default: 0] - 1
+        v.startsPending[owner] = n > 0 ? n : nil
     }
 
     /// A committed transition of a ride in memory.
@@ -106,6 +135,10 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         live.ride = next
         live.autoEndQueued = false
         if next.state == .ended, live.liveIndex >= 0 {
+            if let owner = next.owner {
+                let n = v.openByOwner[owner, default: 0] - 1
+                v.openByOwner[owner] = n > 0 ? n : nil
+            }
             let i = Int(live.liveIndex)
             let last = v.live.removeLast()
             if i < v.live.count {

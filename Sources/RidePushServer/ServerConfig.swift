@@ -12,6 +12,9 @@ public struct ServerConfig: Sendable {
     /// Largest client message; bigger ones get `too_large`.
     public var maxFrame = 4096
     public var maxSubscriptions = 32
+    /// Open rides one rider may have (every open ride is encoded every second, watched or
+    /// not); past it a start gets `too_many_rides`. Tokens with `ops` are exempt.
+    public var maxOpenRidesPerRider = 5
     public var maxConnectionsPerIP = 4096
     /// Count a loopback peer (a reverse proxy on this host) by its X-Real-IP / X-Forwarded-For.
     public var trustProxy = false

@@ -1,6 +1,7 @@
 import CLibWebSockets
 import RideAuth
 import RideCore
+import RideService
 
 /// One WebSocket connection. Owned by the service thread of its shard: only that thread
 /// reads or writes any field, so no lock. The fields are in the order that packs them: the
@@ -21,9 +22,9 @@ final class Session {
     /// When it was established (monotonic ms): with auth on, it must authenticate within
     /// --handshake-timeout of this or be closed (4401).
     let connectedAt: Int64
-    /// Control replies, state pushes, warnings and errors, in order; never dropped.
-    var outbox: [[UInt8]] = []
-    var outboxHead = 0
+    /// Replies, state pushes, warnings, errors and operator frames, in order, under one bound
+    /// and one slow-consumer clock with the pending ticks (Outbox.swift).
+    var outbox = Outbox()
     /// Fragments of the message being received.
     var rx: [UInt8] = []
     /// When the message being received started (monotonic ms; 0: none): one whose final
@@ -60,7 +61,7 @@ final class Session {
         lastTraffic = connectedAt
     }
 
-    var hasOutbox: Bool { outboxHead < outbox.count }
+    var hasOutbox: Bool { !outbox.isEmpty }
 
     /// Set on an /echo connection (--ws-echo, tests only): messages are sent back, not decoded.
     var echo: EchoQueue? {
@@ -78,24 +79,34 @@ final class Session {
         return r
     }
 
-    func enqueue(_ frame: [UInt8]) {
-        outbox.append(frame)
+    /// Queues a frame and asks for WRITEABLE; false (nothing queued) when the outbox and the
+    /// pending ticks are at the bound: the caller closes the connection as a slow consumer.
+    func enqueue(_ frame: [UInt8]) -> Bool {
+        guard queue(frame) else { return false }
         lws_callback_on_writable(wsi)
+        return true
     }
 
-    func popOutbox() -> [UInt8] {
-        let f = outbox[outboxHead]
-        dropOutboxHead()
-        return f
+    /// Queues a frame without asking for WRITEABLE (the mailbox drain writes it: ReplyWrites.swift).
+    func queue(_ frame: [UInt8]) -> Bool {
+        outbox.push(frame, at: Outbox.tenths(coarseMillis()), ticks: Int(pendingTicks))
     }
+
+    func popOutbox() -> [UInt8] { outbox.pop() }
 
     /// Takes the oldest queued frame off, once written.
-    func dropOutboxHead() {
-        outboxHead += 1
-        if outboxHead == outbox.count {
-            outbox.removeAll(keepingCapacity: false)  // most sessions go quiet: hold no buffer
-            outboxHead = 0
-        }
+    func dropOutboxHead() { outbox.dropFirst() }
+
+    /// Something was written to it: the slow-consumer clock restarts if more waits, else stops.
+    func wrote() {
+        outbox.progressed(at: Outbox.tenths(coarseMillis()), stillWaiting: hasOutbox || pendingTicks > 0)
+    }
+
+    /// A pending tick went without a write (superseded, unsubscribed): if nothing else waits,
+    /// the clock stops, so a later frame starts it afresh.
+    func tickDropped() {
+        pendingTicks -= 1
+        if pendingTicks == 0, !hasOutbox { outbox.idle() }
     }
 
     func subscription(for ride: String) -> Subscription? {
@@ -217,9 +228,8 @@ struct Subscriber {
     let ref: Unmanaged<Session>
     var session: Session { ref.takeUnretainedValue() }
     /// When this ride's latest tick became pending (monotonic ms), `notPending` while none
-    /// waits (the frame itself is the slot's). The slow-consumer clock starts there, not when
-    /// the connection last had nothing to send (a quiet connection would otherwise be "slow"
-    /// at its first coalesced tick).
+    /// waits (the frame itself is the slot's). Whether the connection is slow is not decided
+    /// here but by its session's one clock (Outbox.swift), which the first pending tick starts.
     private var since: Int64 = Subscriber.notPending
     private static let notPending = Int64.min
 
@@ -234,6 +244,4 @@ struct Subscriber {
     /// A tick becomes pending at `now`.
     mutating func tickPending(_ now: Int64) { since = now }
 
-    /// Whether the tick waiting here has waited longer than `lag` ms.
-    func overdue(_ now: Int64, lag: Int64) -> Bool { pending && now - since > lag }
 }

@@ -20,7 +20,7 @@ extension Shard {
     func perform(_ s: Session, _ actions: [ConnectionAction]) {
         for a in actions {
             switch a {
-            case .send(let frame): s.enqueue(frame)
+            case .send(let frame): send(s, frame)
             case .submit(let job): hub.registry.submit(job)
             case .subscribe(let live):
                 let slot = live.slot(index)
@@ -37,6 +37,7 @@ extension Shard {
             case .resumeReading: lws_rx_flow_control(s.wsi, 1)
             case .watchAll(let id): watchAll(s, id: id)
             case .unwatchAll(let id): unwatchAll(s, id: id)
+            case .endFeed: dropOpsWatcher(s)
             }
         }
     }
@@ -44,6 +45,7 @@ extension Shard {
 
 extension Hub: ConnectionContext {
     func now() -> UnixMillis { clock.now() }
+    func wallSeconds() -> Int64 { WallClock.seconds() }
     func monotonic() -> Int64 { monotonicMillis() }
     func ride(_ id: String) -> LiveRide? { registry.find(id) }
     func snapshot(_ live: LiveRide) -> Ride { registry.snapshot(live) }

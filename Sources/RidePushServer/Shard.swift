@@ -4,6 +4,7 @@ import Foundation
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import Synchronization
 
 /// Work handed to a service thread from another thread.
@@ -28,18 +29,18 @@ enum ShardEvent: Sendable {
 /// work over through `mailbox` and `lws_cancel_service`.
 final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCount` atomic, `context` set before the threads start; the rest is its service thread's (asserted in callback)
     let index: Int
-    /// The hub outlives its shards (it destroys them); read on every callback, so no refcounting.
-    unowned(unsafe) let hub: Hub
+    /// The hub outlives its shards (it makes and destroys them): unowned, and checked, so a
+    /// use after it is gone traps instead of reading freed memory. The tick's per-subscriber
+    /// loop does not touch it.
+    unowned let hub: Hub
     private(set) var context: OpaquePointer!
     private(set) var vhost: OpaquePointer!
     private let mailbox = Locked<[ShardEvent]>([])
     /// Sessions on this thread by serial (service thread only). Answers from the store worker
     /// name a session by serial, so one that closed meanwhile is simply not found.
     var sessions = SessionTable()
-    /// Tokens of HTTP requests waiting for the store worker (sessions have serials of their own).
-    var nextSerial: UInt64 = 0
-    /// `GET /rides/{id}` connections waiting for the store worker, by wsi (see HTTP.swift).
-    var awaitingRide: [OpaquePointer: (token: UInt64, ride: String)] = [:]
+    /// HTTP connections waiting for the store worker (`GET /rides/{id}`, the listing; HTTP.swift).
+    var awaitingStore = PendingReads<OpaquePointer>()
     /// Responses made off the HTTP callback, written on HTTP_WRITEABLE.
     var deferredResponses: [OpaquePointer: (status: UInt32, body: [UInt8])] = [:]
     var stopping = false
@@ -177,11 +178,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         case .reply(let serial, let frame, let ride):
             guard let s = sessions[serial] else { return }
             if let ride, let own = s.subscription(to: ride) { supersedeTick(own) }
-            s.outbox.append(frame)
-            replied(s)  // written at the end of the drain
+            // Written at the end of the drain; over the bound, a slow consumer.
+            if s.queue(frame) { replied(s) } else { slowConsumer(s) }
             perform(s, s.conn.answered())
         case .found(let serial, let then, let live, let failure):
-            if case .http(let token, let claims) = then { return rideFound(token, claims, live, failure) }
+            if case .http(let token, let claims, let journal) = then { return rideFound(token, claims, journal: journal, live, failure) }
             guard let s = sessions[serial] else { return }
             perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
         case .ops(let item): deliverOps(item)
@@ -197,8 +198,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// still holds the previous tick keeps one pending tick: the slot's frame now holds the newer.
     func fanOut(_ batch: TickBatch) {
         let started = monotonicMicros()
-        let lag = Int64(hub.config.slowConsumerLag) * 1000
         let now = coarseMillis()
+        let tenth = Outbox.tenths(now)
         tickTime = now
         var coalesced = 0
         for k in batch.ends.indices {
@@ -208,15 +209,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             var staged = -1
             // In place: the subscribers are plain structs, so walking them retains nothing.
             slot.pointee.subscribers.forEachInPlace { sub in
+                // Still holding the previous tick: the slot's frame becomes the newer one. Whether
+                // it waited too long is the session's one clock (sweepKeepalive, Outbox.swift).
                 if sub.pending {
-                    let s = sub.session
                     held = true
                     coalesced += 1
-                    if sub.overdue(now, lag: lag), s.closing == nil {
-                        hub.metrics.add(hub.metrics.slowConsumerDisconnects)
-                        // Hard: the socket is choked, so the close frame may never get out either.
-                        closeHard(s, code: 4008, reason: "slow consumer: ticks not read for \(hub.config.slowConsumerLag)s")
-                    }
                     return
                 }
                 // Guaranteed for the call: a strong copy cost a retain and a release per subscriber.
@@ -226,6 +223,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
                         if writeStagedTick(s, staged) { return true }
                     }
                     s.pendingTicks += 1
+                    s.outbox.waiting(at: tenth)
                     if s.pendingTicks == 1, !s.hasOutbox { lws_callback_on_writable(s.wsi) }
                     return false
                 }
@@ -253,10 +251,23 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     func sweepKeepalive() {
         let now = coarseMillis()
         let full = Int64(hub.config.keepalive) * 1000
-        // Tokens that expired (past the leeway) since they were checked: refused, 4401.
-        let expiredBefore = hub.clock.now() / 1000 - TokenSigner.leeway
+        // Tokens that expired (past the leeway, on the wall clock) since they were checked: refused, 4401.
+        let expiredBefore = WallClock.seconds() - TokenSigner.leeway
         let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
+        let tenth = Outbox.tenths(now)
+        let lag = Int32(clamping: hub.config.slowConsumerLag * 10)
         sessions.forEach { s in
+            // The one slow-consumer clock: whatever is queued (frames, ticks, operator frames),
+            // nothing taken off for --slow-consumer-lag. Hard: the socket is choked, so the
+            // close frame may never get out either.
+            if s.outbox.overdue(at: tenth, lag: lag), s.closing == nil {
+                // A fleet marker taken back out can leave the clock running over nothing.
+                if s.hasOutbox || s.pendingTicks > 0 {
+                    slowConsumer(s, "slow consumer: nothing read for \(hub.config.slowConsumerLag)s")
+                } else {
+                    s.outbox.idle()
+                }
+            }
             if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
             // An upgrade that never authenticates would hold its per-address place forever.
             if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
@@ -288,8 +299,22 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         let slot = live.slot(index)
         for k in slot.pointee.subscribers.indices where slot.pointee.subscribers[k].session.serial != except {
             supersedeTick(&slot.pointee.subscribers[k])
-            slot.pointee.subscribers[k].session.enqueue(frame)
+            send(slot.pointee.subscribers[k].session, frame)
         }
+    }
+
+    /// Queues `frame` for `s`; at the outbox's bound (with its pending ticks) the frame is
+    /// dropped and the connection closed as a slow consumer: no kind of frame queues past it.
+    func send(_ s: Session, _ frame: [UInt8]) {
+        if !s.enqueue(frame) { slowConsumer(s) }
+    }
+
+    /// Closes `s` with 4008 (once), counted. Hard: a peer that reads nothing may never take
+    /// the close frame either.
+    func slowConsumer(_ s: Session, _ reason: String = "slow consumer: \(Outbox.limit) frames not read") {
+        guard s.closing == nil else { return }
+        hub.metrics.add(hub.metrics.slowConsumerDisconnects)
+        closeHard(s, code: 4008, reason: reason)
     }
 
     /// A state message replaces a waiting tick of the same ride: it is newer, and a tick
@@ -297,7 +322,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     func supersedeTick(_ sub: inout Subscriber) {
         if sub.pending {
             sub.pending = false
-            sub.session.pendingTicks -= 1
+            sub.session.tickDropped()
         }
     }
 
@@ -315,7 +340,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             if n < 0 { return -1 }
         } else if let e = s.echo, !e.isEmpty {
             if writeEcho(s, e) < 0 { return -1 }
-        } else if s.hasOutbox, s.writesDirectly, !s.outbox[s.outboxHead].isEmpty {
+        } else if s.hasOutbox, s.writesDirectly, !s.outbox.frames[s.outbox.head].isEmpty {
             if writeOutbox(s) < 0 { return -1 }
         } else if s.hasOutbox {
             var f = s.popOutbox()
@@ -340,6 +365,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             lws_close_reason(s.wsi, lws_close_status(rawValue: UInt32(c.code)), &reason, reason.count)
             return -1
         }
+        // WRITEABLE came, so the peer takes what is written: the slow-consumer clock restarts.
+        s.wrote()
         if s.hasOutbox || s.pendingTicks > 0 || s.closing != nil || s.pingDue || s.echo?.isEmpty == false {
             lws_callback_on_writable(s.wsi)
         }

@@ -2,6 +2,7 @@ import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import RideStore
 
 /// The server's side of the store worker: decides each group of jobs with the ride book, turns
@@ -17,10 +18,13 @@ final class StoreCoordinator: GroupCommitClient {
     private let registry: RideRegistry
     private let clock: RideClock
     private let metrics: Metrics
-    private let pre = Int(clws_pre())
+    /// The frames' headroom, as the registry was handed it.
+    private let pre: Int
     /// Hands a thread its events (Shard.post): called under the registry's view lock.
     private let deliver: (Int, [ShardEvent]) -> Void
     private var recent: RecentReplies
+    /// --max-open-rides-per-rider (0: no cap).
+    private let maxOpenRides: Int
 
     /// The group being decided: what to do with each job once the commit is known.
     fileprivate enum Step {
@@ -59,11 +63,13 @@ final class StoreCoordinator: GroupCommitClient {
 
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
-         recentReplies: Int = 8192, deliver: @escaping (Int, [ShardEvent]) -> Void) {
+         recentReplies: Int = 8192, maxOpenRides: Int = 0, deliver: @escaping (Int, [ShardEvent]) -> Void) {
         recent = RecentReplies(capacity: recentReplies)
+        self.maxOpenRides = maxOpenRides
         self.cluster = cluster
         self.book = book
         self.registry = registry
+        pre = registry.pre
         self.clock = clock
         self.metrics = metrics
         self.deliver = deliver
@@ -161,6 +167,11 @@ final class StoreCoordinator: GroupCommitClient {
                 }
             }
         }
+        // A new ride of a rider at the cap (not a retry, not an existing id, not an operator's).
+        if maxOpenRides > 0, earlier == nil, case .start(let rid, _, _, let owner?) = request,
+           access?.claims.ops != true, !(rid.map(book.knows) ?? false), registry.openRides(of: owner) >= maxOpenRides {
+            return answer(ProtocolError(.tooManyRides, "at most \(maxOpenRides) open rides per rider; end one first", id: id))
+        }
         let decision = book.decide(request, now: now, earlier: earlier) { ride in
             guard let a = access, !a.mayControl(rideOwner: ride.owner) else { return nil }
             return RideBook.Refusal(.forbidden, a.claims.scope == .watch ? "this token may only watch rides" : "ride \"\(ride.id)\" belongs to another rider")
@@ -171,6 +182,7 @@ final class StoreCoordinator: GroupCommitClient {
         }
         switch decision {
         case .change(let c):
+            if c.isStart, let owner = c.after.ride.owner { registry.startPending(c.after.ride.id, owner: owner) }
             let (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
             // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
             let record = key.map { ReplyRecord(key: $0, request: request.fingerprint, bytes: Array(reply[pre...]), at: now) }
@@ -226,6 +238,7 @@ final class StoreCoordinator: GroupCommitClient {
     }
 
     private func learn(_ rid: String, _ store: RideStore) throws(StoreError) {
+        metrics.add(metrics.storeRideReads)
         guard let stored = try store.ride(rid) else { return }
         book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
         learned.append(stored.ride)
@@ -260,6 +273,7 @@ final class StoreCoordinator: GroupCommitClient {
             // Another writer got there first: the store's copy is the truth from now on, and
             // (when it moved on) this node's watchers are told, as for any other node's change.
             for rid in refused {
+                metrics.add(metrics.storeRideReads)
                 guard let s = try? store.ride(rid) else { continue }
                 let entry = RideBook.Entry(ride: s.ride, seq: s.seq)
                 if s.seq > (book.rides[rid]?.seq ?? 0) { adopt(ClusterCatchUp.Update(entry: entry)) } else { book.replace(entry) }
@@ -308,6 +322,7 @@ final class StoreCoordinator: GroupCommitClient {
                     var failure = groupFailure
                     if failure == nil, case .refused(let e) = results[w] { failure = e }
                     let rid = c.after.ride.id
+                    if c.isStart { registry.startSettled(rid, &v) }
                     if let failure {
                         if let to {
                             var code: ErrorCode = failure.kind == .conflict ? .conflict : failure.kind == .notFound ? .rideNotFound : .unavailable

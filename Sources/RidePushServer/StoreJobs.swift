@@ -15,8 +15,9 @@ enum Continuation: Sendable {
     case message(ClientEnvelope)
     /// Send these bytes (a reply made earlier that must not overtake replies still on their way).
     case bytes([UInt8])
-    /// Answer `GET /rides/{id}` on the connection waiting under `token`.
-    case http(token: UInt64, claims: TokenClaims?)
+    /// Answer `GET /rides/{id}` on the connection waiting under `token` (and, if the token
+    /// allows the ride, have the journal read when `journal`).
+    case http(token: UInt64, claims: TokenClaims?, journal: Bool)
     /// Handle this operator request now (OpsRequests.swift).
     case ops(OpsRequest)
 }

@@ -11,12 +11,19 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     private var lastPrune: UnixMillis = 0
     /// Monotonic ms of the last tick (for /healthz, read from any thread).
     let lastTick = Atomic<Int64>(monotonicMillis())
-    unowned let hub: Hub
+    private let clock: RideClock
+    private let metrics: Metrics
+    private let registry: RideRegistry
 
-    init(hub: Hub) { self.hub = hub }
+    /// Made from what it uses, before the hub and its threads exist (Hub.init).
+    init(clock: RideClock, metrics: Metrics, registry: RideRegistry) {
+        self.clock = clock
+        self.metrics = metrics
+        self.registry = registry
+    }
 
     func start(on shard: Shard) {
-        schedule = TickSchedule(now: hub.clock.now())
+        schedule = TickSchedule(now: clock.now())
         lastTick.store(monotonicMillis(), ordering: .relaxed)
         arm(shard)
     }
@@ -27,7 +34,7 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
 
     /// `ahead` µs earlier than the second: see the end of `fire`.
     private func arm(_ shard: Shard, ahead: Int64 = 0) {
-        let delay = max(0, schedule.delay(now: hub.clock.now()) - ahead)
+        let delay = max(0, schedule.delay(now: clock.now()) - ahead)
         lws_sul_schedule(shard.context, 0, &shard.tickTimer.pointee.sul, { sul in
             guard let shard = TimerBox.owner(of: sul, as: Shard.self) else { return }
             shard.hub.ticker.fire(shard)
@@ -36,19 +43,19 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
 
     func fire(_ shard: Shard) {
         let began = monotonicMicros()
-        let now = hub.clock.now()
+        let now = clock.now()
         guard let (seq, at) = schedule.fire(now: now) else {  // woke early: wait for the second
             arm(shard)
             return
         }
-        hub.metrics.lateness.observe(Double(now - at))
-        hub.metrics.add(hub.metrics.tickRounds)
+        metrics.lateness.observe(Double(now - at))
+        metrics.add(metrics.tickRounds)
         lastTick.store(monotonicMillis(), ordering: .relaxed)
-        Faults.tickRound(hub.metrics.tickRounds.load(ordering: .relaxed))
+        Faults.tickRound(metrics.tickRounds.load(ordering: .relaxed))
         // The other threads get their share inside the registry's lock, so a tick encoded
         // before a transition committed is in their mailboxes before that transition's push.
-        let (batch, pushes, autoEnds) = hub.registry.tick(seq: seq, at: at) { batch, pushes in
-            for s in hub.shards where s !== shard {
+        let (batch, pushes, autoEnds) = registry.tick(seq: seq, at: at) { batch, pushes in
+            for s in shard.hub.shards where s !== shard {
                 var events = pushes.map { ShardEvent.push($0.0, $0.1, except: nil) }
                 events.append(.tick(batch))
                 s.post(events)
@@ -56,17 +63,17 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         // Limits that passed end through the store like any transition; their push follows
         // their commit, and the ride stops ticking meanwhile.
-        hub.registry.jobs.submit(autoEnds)
+        registry.jobs.submit(autoEnds)
         for (live, frame) in pushes { shard.push(live, frame, except: nil) }
         shard.fanOut(batch)
-        if let c = hub.clock as? ClockReport {
+        if let c = clock as? ClockReport {
             for jump in c.takeSteps() {
                 Log.warn("wall clock stepped \(jump >= 0 ? "forward" : "back") by \(abs(jump)) ms; not followed: slewing at most \(SlewingClock.maxSlewPPM / 1000) ms per second (offset now \(c.offsetMillis) ms)")
             }
         }
         if at - lastPrune > 3_600_000 {
             lastPrune = at
-            hub.registry.submit(.prune(before: hub.clock.now() - 24 * 3600 * 1000))
+            registry.submit(.prune(before: clock.now() - 24 * 3600 * 1000))
         }
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the

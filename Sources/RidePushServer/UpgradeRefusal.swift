@@ -1,5 +1,6 @@
 import RideCore
 import RideProtocol
+import RideService
 import CLibWebSockets
 import Synchronization
 
@@ -11,6 +12,10 @@ extension Shard {
     /// Answers a WebSocket upgrade we refuse with a real HTTP status and one line of JSON
     /// (`{"error":{"code":…,"message":…}}`), so curl, browsers and a proxy in front (which
     /// would say 502) see why, and logs it at warn. Returns what the filter callback returns.
+    func refuseUpgrade(_ wsi: OpaquePointer, _ r: UpgradeRoute.Refusal) -> Int32 {
+        refuseUpgrade(wsi, r.status, r.code, r.message)
+    }
+
     func refuseUpgrade(_ wsi: OpaquePointer, _ status: UInt32, _ code: String, _ message: String) -> Int32 {
         let peer = peerName(wsi)
         let second = hub.clock.now() / 1000

@@ -137,7 +137,7 @@ struct Words: Sendable {
         case .startNotAllowed: return "오류: 대여를 시작할 수 없는 구역입니다 (\(e.message))"
         case .endNotAllowed: return "오류: 반납할 수 없는 구역입니다 (\(e.message))"
         case .positionRequired: return "오류: 최근 위치가 없어 반납할 수 없습니다. 위치를 보낸 뒤 다시 반납하세요"
-        case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .unauthorized:
+        case .badRequest, .unknownType, .tooLarge, .tooManySubscriptions, .tooManyRides, .unauthorized:
             return "오류 \(e.code.rawValue)"
         }
     }

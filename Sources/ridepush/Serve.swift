@@ -29,6 +29,7 @@ let serveOptions: OptionTable = {
         .int("--threads", range: 1...64, env: "RIDEPUSH_THREADS", default: min(64, ProcessInfo.processInfo.activeProcessorCount), defaultShown: "number of cores", help: "service threads"),
         .int("--max-frame", placeholder: "BYTES", range: 64...(1 << 20), default: d.maxFrame, help: "largest client message"),
         .int("--max-subscriptions", range: 1...Int.max, default: d.maxSubscriptions, help: "per connection"),
+        .int("--max-open-rides-per-rider", range: 1...Int.max, env: "RIDEPUSH_MAX_OPEN_RIDES_PER_RIDER", default: d.maxOpenRidesPerRider, help: "open rides one rider's token may have; ops tokens are exempt"),
         .int("--max-connections-per-ip", range: 1...Int.max, env: "RIDEPUSH_MAX_CONNECTIONS_PER_IP", default: d.maxConnectionsPerIP, help: "WebSocket connections per client address"),
         .flag("--trust-proxy", env: "RIDEPUSH_TRUST_PROXY", help: "behind a reverse proxy on this host: count connections from a loopback peer by their X-Real-IP (or last X-Forwarded-For) address; without it those headers are ignored"),
         .int("--control-rate", range: 1...Int.max, default: d.controlRate, help: "control messages per second per connection"),
@@ -59,6 +60,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         c.threads = o.int("--threads")!
         c.maxFrame = o.int("--max-frame")!
         c.maxSubscriptions = o.int("--max-subscriptions")!
+        c.maxOpenRidesPerRider = o.int("--max-open-rides-per-rider")!
         c.wsEcho = o.int("--ws-echo")
         c.maxConnectionsPerIP = o.int("--max-connections-per-ip")!
         c.trustProxy = o.flag("--trust-proxy")

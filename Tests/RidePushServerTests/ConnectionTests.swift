@@ -15,6 +15,8 @@ final class ConnectionTests: XCTestCase {
         var config = ServerConfig()
         var signer: TokenSigner?
         var clock: UnixMillis
+        /// The wall clock, when a test sets it apart from the ride clock (a step the ride clock slews).
+        var wall: Int64?
         var mono: Int64 = 10_000
         var rides: [String: LiveRide] = [:]
         var counted: [String] = []
@@ -24,6 +26,7 @@ final class ConnectionTests: XCTestCase {
             signer = auth ? TokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8)) : nil
         }
         func now() -> UnixMillis { clock }
+        func wallSeconds() -> Int64 { wall ?? clock / 1000 }
         func monotonic() -> Int64 { mono }
         func ride(_ id: String) -> LiveRide? { rides[id] }
         func snapshot(_ live: LiveRide) -> Ride { live.ride }
@@ -58,6 +61,7 @@ final class ConnectionTests: XCTestCase {
             case .resumeReading: return "resume reading"
             case .watchAll(let id): return "watch all \(id ?? "-")"
             case .unwatchAll(let id): return "unwatch all \(id ?? "-")"
+            case .endFeed: return "end feed"
             }
         }
     }

@@ -41,11 +41,12 @@ final class Harness {
     var events: [[ShardEvent]] = [[], []]
     let pre = Int(clws_pre())
 
-    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil) {
+    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil, maxOpenRides: Int = 0) {
         self.clock = clock
-        registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops)
+        registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops, pre: Int(clws_pre()))
         registry.connect(queue)
-        coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics()) {
+        coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics(),
+                                       maxOpenRides: maxOpenRides) {
             [unowned self] i, e in events[i] += e
         }
     }

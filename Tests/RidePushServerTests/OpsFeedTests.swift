@@ -11,7 +11,7 @@ final class OpsFeedTests: XCTestCase {
     let pre = Int(clws_pre())
 
     func setUp(_ clock: ManualClock) -> (Harness, OpsFeed, () -> [OpsItem]) {
-        let ops = OpsFeed(threads: 2)
+        let ops = OpsFeed(threads: 2, pre: Int(clws_pre()))
         var items: [OpsItem] = []
         ops.deliver = { items.append($0) }
         return (Harness(clock, ops: ops), ops, { items })

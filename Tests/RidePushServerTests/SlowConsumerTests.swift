@@ -2,20 +2,26 @@ import XCTest
 @testable import RideCore
 @testable import RidePushServer
 
-/// Issue 15 item 10: the slow-consumer clock starts when a tick became pending, not when the
-/// connection last had nothing to send.
+/// The session's one slow-consumer clock (issue 25; Outbox.swift has the clock itself): a tick
+/// that goes without a write, leaving nothing waiting, stops it, so a frame much later is not
+/// judged by the old start (a quiet connection is not "slow" at its next frame).
 final class SlowConsumerTests: XCTestCase {
-    func testTheLagCountsFromWhenTheTickBecamePending() {
+    func testATickDroppedWithNothingElseWaitingStopsTheClock() {
         let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1)
-        var sub = Subscriber(session: session)
-        // Quiet for an hour (nothing to send), then a tick is pending and the next arrives.
-        let hourLater = session.connectedAt + 3_600_000
-        XCTAssertFalse(sub.overdue(hourLater, lag: 10_000), "nothing pending")
-        sub.tickPending(hourLater)
-        XCTAssertFalse(sub.overdue(hourLater + 1_000, lag: 10_000), "one second behind is not slow")
-        XCTAssertFalse(sub.overdue(hourLater + 10_000, lag: 10_000))
-        XCTAssertTrue(sub.overdue(hourLater + 10_001, lag: 10_000))
-        sub.pending = false
-        XCTAssertFalse(sub.overdue(hourLater + 20_000, lag: 10_000))
+        session.pendingTicks = 1
+        session.outbox.waiting(at: 100)
+        XCTAssertTrue(session.outbox.overdue(at: 221, lag: 100), "the pending tick waited 12 s")
+        session.tickDropped()  // superseded by a state push that was then written, or unsubscribed
+        XCTAssertEqual(session.pendingTicks, 0)
+        XCTAssertFalse(session.outbox.overdue(at: 10_000, lag: 100), "nothing waits: stopped")
+    }
+
+    func testATickDroppedBehindQueuedFramesKeepsTheClock() {
+        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1)
+        session.pendingTicks = 1
+        session.outbox.waiting(at: 100)
+        XCTAssertTrue(session.queue([0, 1]))
+        session.tickDropped()
+        XCTAssertTrue(session.outbox.overdue(at: 201, lag: 100), "the frame still waits: from the first start")
     }
 }

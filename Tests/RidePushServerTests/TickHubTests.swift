@@ -57,10 +57,10 @@ final class TickHubTests: XCTestCase {
             let (seq, at) = try XCTUnwrap(sched.fire(now: clock.now()))
             let (batch, pushes) = reg.tick(seq: seq, at: at)
             XCTAssertTrue(pushes.isEmpty)
-            XCTAssertEqual(batch.rides.map(\.live.id).sorted(), ["r-a", "r-b"])
+            XCTAssertEqual(batch.rides(pre: pre).map(\.live.id).sorted(), ["r-a", "r-b"])
             XCTAssertEqual(batch.seq, seq)
             XCTAssertEqual(batch.at, at)
-            let a = try XCTUnwrap(batch.rides.first { $0.live.id == "r-a" })
+            let a = try XCTUnwrap(batch.rides(pre: pre).first { $0.live.id == "r-a" })
             XCTAssertEqual(Array(a.frame[..<pre]), Array(repeating: 0, count: pre), "LWS_PRE room in front")
             let doc = try JSON.parse(Array(a.frame[pre...]))
             XCTAssertEqual(doc["seq"]?.int, seq)
@@ -70,10 +70,10 @@ final class TickHubTests: XCTestCase {
         }
         // Started a quarter second before the first whole second: elapsed 0 at 0.75 s, then +1 a second.
         XCTAssertEqual(elapsed, Array(0...60))
-        let last = try XCTUnwrap(reg.tick(seq: 99, at: 1_764_430_060_000).0.rides.first { $0.live.id == "r-a" })
+        let last = try XCTUnwrap(reg.tick(seq: 99, at: 1_764_430_060_000).0.rides(pre: pre).first { $0.live.id == "r-a" })
         XCTAssertEqual(json(last.frame),
                        #"{"type":"tick","ride":"r-a","state":"riding","elapsed":59,"paused":0,"fare":500,"currency":"KRW","seq":99,"at":1764430060000}"#)
-        let next = try XCTUnwrap(reg.tick(seq: 100, at: 1_764_430_061_000).0.rides.first { $0.live.id == "r-a" })
+        let next = try XCTUnwrap(reg.tick(seq: 100, at: 1_764_430_061_000).0.rides(pre: pre).first { $0.live.id == "r-a" })
         XCTAssertEqual(json(next.frame),
                        #"{"type":"tick","ride":"r-a","state":"riding","elapsed":60,"paused":0,"fare":680,"currency":"KRW","seq":100,"at":1764430061000}"#)
     }
@@ -87,13 +87,13 @@ final class TickHubTests: XCTestCase {
         XCTAssertEqual(paused.pushes.count, 1)
         clock.advance(seconds: 30)
         let (batch, _) = reg.tick(seq: 1, at: clock.now())
-        let doc = try JSON.parse(Array(batch.rides[0].frame[pre...]))
+        let doc = try JSON.parse(Array(batch.rides(pre: pre)[0].frame[pre...]))
         XCTAssertEqual(doc["state"]?.string, "paused")
         XCTAssertEqual(doc["elapsed"]?.int, 90)
         XCTAssertEqual(doc["paused"]?.int, 30)
         XCTAssertEqual(doc["fare"]?.int, 680)
         _ = reg.request(.command(.end, ride: "r-p", metres: nil), id: nil)
-        XCTAssertTrue(reg.tick(seq: 2, at: clock.now() + 1000).0.rides.isEmpty)
+        XCTAssertTrue(reg.tick(seq: 2, at: clock.now() + 1000).0.rides(pre: pre).isEmpty)
         XCTAssertEqual(reg.registry.counts.ended, 1)
     }
 
@@ -118,7 +118,7 @@ final class TickHubTests: XCTestCase {
                 }
             }
             if endedAt == nil {
-                let t = try JSON.parse(Array(batch.rides[0].frame[pre...]))
+                let t = try JSON.parse(Array(batch.rides(pre: pre)[0].frame[pre...]))
                 XCTAssertEqual(t["remaining"]?.int, Int64(600 - second))
             }
         }

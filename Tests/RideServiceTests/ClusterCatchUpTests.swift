@@ -1,7 +1,7 @@
 import XCTest
 import RideCore
 import RideStore
-@testable import RidePushServer
+@testable import RideService
 
 /// Merging other nodes' journal entries into the book's view: by per-ride seq, whatever
 /// order and however often they arrive.

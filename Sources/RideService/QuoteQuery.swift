@@ -1,14 +1,13 @@
-import CLibWebSockets
 import RideCore
 import RideProtocol
 
 /// What is wrong with a `/quote?…` query, in words a person can act on: which parameter,
 /// what it said and what it should say. Checked before the quote is computed.
-enum QuoteQuery {
-    static let known = ["plan", "seconds", "paused"]
+package enum QuoteQuery {
+    package static let known = ["plan", "seconds", "paused"]
 
     /// nil when the query is well-formed (the plan's existence is checked after).
-    static func problem(_ args: [(name: String, value: String)]) -> String? {
+    package static func problem(_ args: [(name: String, value: String)]) -> String? {
         var seen: Set<String> = []
         for (name, _) in args {
             guard known.contains(name) else {
@@ -26,7 +25,7 @@ enum QuoteQuery {
     }
 
     /// Why `text` is not a whole number of seconds in 0...max, or nil.
-    static func wholeSeconds(_ name: String, _ text: String) -> String? {
+    package static func wholeSeconds(_ name: String, _ text: String) -> String? {
         let max = ClientCodec.maxIntValue
         let shown = "\(name)=\(text.prefix(24))\(text.count > 24 ? "…" : "")"
         let range = "whole seconds from 0 to \(max)"
@@ -52,27 +51,21 @@ enum QuoteQuery {
     }
 }
 
-extension Shard {
-    /// The reason a `/quote` query is refused, or nil.
-    func quoteProblem(_ wsi: OpaquePointer) -> String? {
-        QuoteQuery.problem(queryArguments(wsi))
-    }
-
-    /// Every `name=value` of the query string (lws has already %-decoded them), at most 16.
-    func queryArguments(_ wsi: OpaquePointer) -> [(name: String, value: String)] {
-        var out: [(name: String, value: String)] = []
-        guard lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0 else { return out }
-        var buf = [CChar](repeating: 0, count: 1024)
-        for i in 0..<16 {
-            let n = lws_hdr_copy_fragment(wsi, &buf, Int32(buf.count), WSI_TOKEN_HTTP_URI_ARGS, Int32(i))
-            guard n > 0 else { break }
-            let frag = String(decoding: buf.prefix(Int(n)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if let eq = frag.firstIndex(of: "=") {
-                out.append((String(frag[..<eq]), String(frag[frag.index(after: eq)...])))
-            } else {
-                out.append((frag, ""))
-            }
+/// `GET /quote` once its query is well-formed and the address within its rate: the quote, or
+/// why there is none. Request in, response out; the adapter reads the query and writes.
+package enum QuoteRoute {
+    package static func answer(plan planID: String?, seconds: String?, paused: String?,
+                               plans: (String?) -> FarePlan?) -> HTTPAnswer {
+        guard let seconds = seconds.flatMap(InputBounds.quantity) else {
+            return .error(400, "bad_request", "seconds= is required: whole seconds of riding, 0 to \(InputBounds.maxQuantity)")
         }
-        return out
+        guard let paused = paused.map(InputBounds.quantity) ?? 0 else {
+            return .error(400, "bad_request", "paused= must be whole seconds, 0 to \(InputBounds.maxQuantity)")
+        }
+        guard let plan = plans(planID) else {
+            return .error(404, "plan_not_found", "no plan \"\(planID ?? "")\"")
+        }
+        let q = FareEngine.quote(plan, riding: seconds, paused: paused)
+        return HTTPAnswer(status: 200, body: ServerMessages.quote(id: nil, plan: plan, quote: q, seconds: seconds, paused: paused))
     }
 }

@@ -8,21 +8,22 @@ import RideStore
 /// ride) and the periodic catch-up read of the whole journal after a cursor, which catches
 /// whatever a lost notification or a reconnect missed. Entries are applied by per-ride seq,
 /// so reading one twice (a hint and the catch-up, or this node's own commits) does nothing.
-struct ClusterCatchUp {
+package struct ClusterCatchUp {
     /// One ride after one entry written elsewhere, in the order they apply.
-    struct Update: Equatable {
-        let entry: RideBook.Entry
-        var isStart: Bool { entry.seq == 1 }
+    package struct Update: Equatable {
+        package let entry: RideBook.Entry
+        package var isStart: Bool { entry.seq == 1 }
+        package init(entry: RideBook.Entry) { self.entry = entry }
     }
 
     /// Where the catch-up read stands; taken before the open rides are loaded at start, so
     /// nothing committed in between is missed.
-    var cursor: JournalCursor
+    package var cursor: JournalCursor
     /// Most entries one catch-up reads before letting the worker's queue go on.
-    let pageSize: Int
-    let maxPages: Int
+    package let pageSize: Int
+    package let maxPages: Int
 
-    init(cursor: JournalCursor, pageSize: Int = 1_000, maxPages: Int = 20) {
+    package init(cursor: JournalCursor, pageSize: Int = 1_000, maxPages: Int = 20) {
         self.cursor = cursor
         self.pageSize = pageSize
         self.maxPages = maxPages
@@ -30,7 +31,7 @@ struct ClusterCatchUp {
 
     /// The updates for `hints` (ride → highest seq announced) and, when `full`, for the
     /// journal after the cursor. `rides` is the book's view (the last seq applied per ride).
-    mutating func collect(hints: [String: Int64], full: Bool, rides: RideBook.Rides,
+    package mutating func collect(hints: [String: Int64], full: Bool, rides: RideBook.Rides,
                           store: RideStore & SharedJournal) throws(StoreError) -> [Update] {
         var pending: [FeedEntry] = []
         for (ride, seq) in hints.sorted(by: { $0.key < $1.key }) {
@@ -50,7 +51,7 @@ struct ClusterCatchUp {
 
     /// Applies entries in per-ride seq order on top of `rides`. An entry past a gap (or a
     /// ride first seen mid-journal) reloads the ride from the store instead of guessing.
-    func merge(_ entries: [FeedEntry], rides: RideBook.Rides, store: RideStore) throws(StoreError) -> [Update] {
+    package func merge(_ entries: [FeedEntry], rides: RideBook.Rides, store: RideStore) throws(StoreError) -> [Update] {
         // What this merge applied, over the book's rides (which it leaves as they are: a copy
         // to write on would copy the book).
         var applied: [String: RideBook.Entry] = [:]

@@ -4,10 +4,10 @@ import RideProtocol
 /// String of the ids joined by spaces, which a ride id never holds. Nearly every connection
 /// watches one ride with a short id: held inline (16 bytes inside the connection, no heap)
 /// instead of an array of one (a 64-byte heap block per connection).
-struct RideIDs {
+package struct RideIDs {
     private var joined = ""
 
-    init(_ ids: [String] = []) {
+    package init(_ ids: [String] = []) {
         for id in ids {
             // Only validated ride ids get here (ClientCodec): 1-64 of A-Z a-z 0-9 - _ . :
             precondition(ClientCodec.isValidRideID(id), "not a ride id: \(id.prefix(80))")
@@ -15,5 +15,5 @@ struct RideIDs {
         joined = ids.joined(separator: " ")
     }
 
-    var array: [String] { joined.isEmpty ? [] : joined.split(separator: " ").map(String.init) }
+    package var array: [String] { joined.isEmpty ? [] : joined.split(separator: " ").map(String.init) }
 }

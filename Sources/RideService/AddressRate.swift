@@ -5,18 +5,18 @@ import Synchronization
 /// same budget as a WebSocket connection's control rate. One-second windows shared by every
 /// thread; the table is emptied at each new window, so it never holds more than one second's
 /// worth of addresses.
-final class AddressRate: Sendable {
+package final class AddressRate: Sendable {
     private struct State {
         var windowStart: Int64 = 0
         var counts: [String: Int] = [:]
     }
     private let state = Locked(State())  // not Mutex: TSan sees this lock (Locked.swift)
-    let perSecond: Int
+    package let perSecond: Int
 
-    init(perSecond: Int) { self.perSecond = perSecond }
+    package init(perSecond: Int) { self.perSecond = perSecond }
 
     /// Whether one more request from `address` at monotonic millisecond `now` is allowed.
-    func allow(_ address: String, now: Int64) -> Bool {
+    package func allow(_ address: String, now: Int64) -> Bool {
         state.withLock { s in
             if now - s.windowStart >= 1000 || now < s.windowStart {
                 s.windowStart = now

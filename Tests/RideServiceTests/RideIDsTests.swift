@@ -1,5 +1,5 @@
 import XCTest
-@testable import RidePushServer
+@testable import RideService
 
 /// A connection's subscribed ride ids come back as they went in, however many.
 final class RideIDsTests: XCTestCase {
