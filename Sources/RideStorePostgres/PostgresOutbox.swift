@@ -56,7 +56,8 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     public static func newOwner() -> String {
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, host.count - 1)
-        return "\(String(cString: host)):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
+        let name = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return "\(name):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
     }
 
     /// Gives every lease of this node up (a clean shutdown: another node takes the rows at once
