@@ -55,6 +55,9 @@ final class WebhookSignatureTests: XCTestCase {
         XCTAssertNil(verify(good, now: 1_700_000_300))
         XCTAssertEqual(verify(good, now: 1_700_000_301), .outsideTolerance)
         XCTAssertEqual(verify(good, now: 1_699_999_699), .outsideTolerance)
+        // A clock or a header at the ends of 64 bits is refused, not an overflow trap.
+        XCTAssertEqual(verify(good, now: .max), .outsideTolerance)
+        XCTAssertEqual(verify(good, now: .min), .outsideTolerance)
         // Several v1 (a rotation) and unknown schemes: any matching v1 will do.
         let v1 = String(good.split(separator: "=").last!)
         XCTAssertNil(verify("t=1700000000,v0=abc,v1=\(String(repeating: "0", count: 64)),v1=\(v1)"))
