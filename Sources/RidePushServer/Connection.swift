@@ -7,6 +7,9 @@ import RideService
 /// memory, the token signer, the clocks. The server passes its hub; unit tests a fake.
 protocol ConnectionContext {
     var config: ServerConfig { get }
+    /// Auth on: checks every token (HS256 and the identity provider's keys). nil: auth off.
+    var verifier: TokenVerifier? { get }
+    /// Signs share links; nil when only the identity provider's keys are configured.
     var signer: TokenSigner? { get }
     /// Unix ms (the ride clock).
     func now() -> UnixMillis
@@ -172,7 +175,7 @@ struct Connection {
                     refuse(e, ctx, &out)
                     break
                 }
-                if let ride = Self.rideOf(env.message), !(Self.isShare(env.message) && ctx.signer == nil) {
+                if let ride = Self.rideOf(env.message), !(Self.isShare(env.message) && ctx.verifier == nil) {
                     complete(env, ride, found ?? ctx.ride(ride), failure, ctx, from: from, &out)
                 } else {
                     handle(env, ctx, from: from, inTurn: true, &out)
@@ -193,7 +196,7 @@ struct Connection {
 
     /// Still not authenticated after the handshake timeout (auth on): closed, 4401.
     mutating func authTimedOut(_ ctx: some ConnectionContext) -> [ConnectionAction] {
-        guard !closing, ctx.signer != nil, access == nil else { return [] }
+        guard !closing, ctx.verifier != nil, access == nil else { return [] }
         var out: [ConnectionAction] = []
         refuse(ProtocolError(.unauthorized, "not authenticated within \(ctx.config.handshakeTimeout) s of connecting"), ctx, &out)
         return out
@@ -239,7 +242,7 @@ struct Connection {
                             access: access, from: from), &out)
         case .control(let cmd, let ride, let metres):
             submit(.request(.command(cmd, ride: ride, metres: metres), id: env.id, scope: scope, access: access, from: from), &out)
-        case .share(let ride) where ctx.signer == nil:
+        case .share(let ride) where ctx.verifier == nil:
             out.append(.send(ServerMessages.share(ride: ride, id: env.id, url: "/?ride=\(ride)", token: "", prefix: pre)))
         case .unsubscribe(let ride) where subscribed.contains(ride):
             complete(env, ride, nil, nil, ctx, from: from, &out)
@@ -306,8 +309,13 @@ struct Connection {
             out.append(.send(ServerMessages.state(ride: state, plan: live.plan, at: ctx.now(), id: env.id, prefix: pre)))
         case .share:
             // A watch-only link for one ride, for its owner (or ops), valid for two hours.
-            guard let signer = ctx.signer, let a = access, a.mayControl(rideOwner: state.owner) else {
+            guard let a = access, a.mayControl(rideOwner: state.owner) else {
                 return out.append(error(ProtocolError(.forbidden, "only the ride's rider may share it")))
+            }
+            // Share links are RidePush's own HS256 tokens; with only an identity provider's
+            // public keys there is nothing to sign them with.
+            guard let signer = ctx.signer else {
+                return out.append(error(ProtocolError(.forbidden, "sharing needs an HS256 secret (--jwt-secret-file); this server only verifies the identity provider's tokens")))
             }
             let token = signer.sign(TokenClaims.share(ride: ride, now: ctx.wallSeconds(), ttl: 2 * 3600))
             out.append(.send(ServerMessages.share(ride: ride, id: env.id, url: "/?ride=\(ride)&token=\(token)", token: token, prefix: pre)))
@@ -318,12 +326,12 @@ struct Connection {
 
     private mutating func authenticate(_ token: String, id: String?, reply: Bool, _ ctx: some ConnectionContext,
                                        _ out: inout [ConnectionAction]) {
-        guard let signer = ctx.signer else {
+        guard let verifier = ctx.verifier else {
             if reply { out.append(.send(authenticatedMessage(id: id, sub: nil, scope: nil))) }
             return
         }
         let claims: TokenClaims
-        do { claims = try signer.verify(token, now: ctx.wallSeconds()) } catch {
+        do { claims = try verifier.verify(token, now: ctx.wallSeconds()) } catch {
             return refuse(ProtocolError(.unauthorized, "token refused: \(error.message)", id: id), ctx, &out)
         }
         let a = Access(claims)
@@ -369,7 +377,7 @@ struct Connection {
     /// deferred messages, operator requests; the sweep and the feed ask `tokenExpired`): nil
     /// while its token holds, else why not. Auth off: always nil.
     func authorization(_ ctx: some ConnectionContext, id: String?) -> ProtocolError? {
-        guard ctx.signer != nil else { return nil }
+        guard ctx.verifier != nil else { return nil }
         if access == nil {
             return ProtocolError(.unauthorized, "authenticate first: a token in ?token=, an Authorization header or an auth message", id: id)
         }

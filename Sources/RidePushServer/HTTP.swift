@@ -36,7 +36,7 @@ extension Shard {
     func rideDocument(_ wsi: OpaquePointer, _ id: String) -> Int32 {
         let admitted: RideDocumentRoute.Admitted
         switch RideDocumentRoute.admit(id: id, token: requestToken(wsi), journalAsked: urlArg(wsi, "journal") == "1",
-                                       signer: hub.signer, wall: WallClock.seconds()) {
+                                       verifier: hub.verifier, wall: WallClock.seconds()) {
         case .success(let a): admitted = a
         case .failure(let refusal): return respond(refusal.answer, wsi)
         }

@@ -16,8 +16,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     private(set) var shards: [Shard] = []
     let ticker: Ticker
     let ops: OpsFeed
+    /// Auth on: every token the server accepts is checked here (WebSocket, HTTP, upgrades).
+    let verifier: TokenVerifier?
+    /// Signs share links; nil without an HS256 secret.
     let signer: TokenSigner?
-    var authRequired: Bool { signer != nil }
+    var authRequired: Bool { verifier != nil }
     let publicDir: String
     let listener: Listener
     private let perAddress = Locked<[String: Int]>([:])
@@ -63,7 +66,16 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             throw ServerError("--public \(config.publicDir): no such folder (it holds the page: index.html, app.js, …)")
         }
         publicDir = URL(fileURLWithPath: config.publicDir).standardizedFileURL.path
-        if case .jwt(let secret) = config.auth { signer = TokenSigner(secret: secret) } else { signer = nil }
+        if case .jwt(let secret) = config.auth {
+            guard secret != nil || !config.identityKeys.isEmpty else {
+                throw ServerError("tokens required but neither an HS256 secret nor an identity provider's key is configured")
+            }
+            signer = secret.map { TokenSigner(secret: $0) }
+            verifier = TokenVerifier(secret: secret, keys: config.identityKeys, policy: config.tokenPolicy)
+        } else {
+            signer = nil
+            verifier = nil
+        }
         listener = try Listener(host: config.host, port: config.port)
 
         // In dependency order, each piece handed what it uses: the feed, the registry, the

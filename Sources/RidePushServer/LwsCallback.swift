@@ -80,7 +80,7 @@ extension Shard {
             return refuseUpgrade(wsi, UpgradeRoute.tooManyConnections(from: peer, limit: hub.config.maxConnectionsPerIP))
         }
         let token = requestToken(wsi)
-        if let r = UpgradeRoute.tokenRefusal(endpoint, token: token, signer: hub.signer, wall: WallClock.seconds()) {
+        if let r = UpgradeRoute.tokenRefusal(endpoint, token: token, verifier: hub.verifier, wall: WallClock.seconds()) {
             hub.release(peer)
             return refuseUpgrade(wsi, r)
         }

@@ -13,9 +13,9 @@ extension Shard {
     static let maxPage = 500
 
     func ridesListing(_ wsi: OpaquePointer) -> Int32 {
-        if let signer = hub.signer {
+        if let verifier = hub.verifier {
             let claims: TokenClaims
-            switch HTTPToken.verify(requestToken(wsi), signer: signer, wall: WallClock.seconds()) {
+            switch HTTPToken.verify(requestToken(wsi), verifier: verifier, wall: WallClock.seconds()) {
             case .success(let c): claims = c
             case .failure(let refusal): return respond(refusal.answer, wsi)
             }

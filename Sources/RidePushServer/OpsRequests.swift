@@ -20,7 +20,7 @@ extension Connection {
         if !inTurn, inFlight > 0 { return submit(.lookup(nil, from: from, then: .ops(req)), &out) }
         if let e = authorization(ctx, id: req.id) { return refuse(e, ctx, &out) }
         let type = req.kind == .watchAll ? "watch_all" : "unwatch_all"
-        guard ctx.signer == nil || access?.claims.ops == true else {
+        guard ctx.verifier == nil || access?.claims.ops == true else {
             ctx.count(type, ErrorCode.forbidden.rawValue)
             return out.append(.send(ServerMessages.error(ProtocolError(.forbidden, "\(type) needs an operator (ops) token", id: req.id), prefix: pre)))
         }

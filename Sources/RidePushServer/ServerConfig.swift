@@ -1,3 +1,4 @@
+import RideAuth
 import RideCore
 
 /// Everything `ridepush serve` can be told; defaults are the documented ones.
@@ -29,13 +30,20 @@ public struct ServerConfig: Sendable {
     public var tlsCert: String?
     public var tlsKey: String?
     public var auth: AuthMode = .none
+    /// The identity provider's keys (`--jwks-file`, `--jwt-public-key`), loaded at start and
+    /// re-read from these files on SIGHUP; what its tokens must say (`--jwt-issuer`, …).
+    public var jwksFile: String?
+    public var jwtPublicKeyFile: String?
+    public var identityKeys: KeySet = .empty
+    public var tokenPolicy = TokenVerifier.Policy()
     /// Tests only (`--ws-echo BYTES`): serve the echo WebSocket at /echo (EchoEndpoint.swift)
     /// taking messages up to this size; nil (the default): no /echo.
     public var wsEcho: Int?
 
     public enum AuthMode: Sendable {
         case none
-        case jwt(secret: [UInt8])
+        /// Tokens required: HS256 with `secret` when set, and/or `identityKeys`.
+        case jwt(secret: [UInt8]?)
     }
 
     public init() {}

@@ -34,11 +34,11 @@ package struct HTTPAnswer: Equatable, Sendable {
 /// A token over HTTP (`Authorization: Bearer`, else `?token=`), judged as the WebSocket judges
 /// it: on the wall clock, and an expired one is said to be expired.
 package enum HTTPToken {
-    package static func verify(_ token: String?, signer: TokenSigner, wall: Int64) -> Result<TokenClaims, HTTPRefusal> {
+    package static func verify(_ token: String?, verifier: TokenVerifier, wall: Int64) -> Result<TokenClaims, HTTPRefusal> {
         guard let token else {
             return .failure(HTTPRefusal(message: "a valid token is required (?token= or Authorization: Bearer)"))
         }
-        do { return .success(try signer.verify(token, now: wall)) } catch {
+        do { return .success(try verifier.verify(token, now: wall)) } catch {
             if error.kind == .expired { return .failure(HTTPRefusal(message: "token expired; get a new one")) }
             return .failure(HTTPRefusal(message: "token refused: \(error.message)"))
         }
@@ -62,15 +62,15 @@ package enum RideDocumentRoute {
         package let journal: Bool
     }
 
-    /// Checks what needs no ride: the id and (auth on: `signer`) the token. A refusal is the answer.
-    package static func admit(id: String, token: String?, journalAsked: Bool, signer: TokenSigner?,
+    /// Checks what needs no ride: the id and (auth on: `verifier`) the token. A refusal is the answer.
+    package static func admit(id: String, token: String?, journalAsked: Bool, verifier: TokenVerifier?,
                               wall: Int64) -> Result<Admitted, HTTPRefusalAnswer> {
         guard ClientCodec.isValidRideID(id) else {
             return .failure(HTTPRefusalAnswer(.error(400, "bad_request", "a ride id is 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :")))
         }
         var claims: TokenClaims?
-        if let signer {
-            switch HTTPToken.verify(token, signer: signer, wall: wall) {
+        if let verifier {
+            switch HTTPToken.verify(token, verifier: verifier, wall: wall) {
             case .success(let c): claims = c
             case .failure(let refusal): return .failure(HTTPRefusalAnswer(refusal.answer))
             }

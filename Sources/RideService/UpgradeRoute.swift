@@ -46,16 +46,16 @@ package enum UpgradeRoute {
         Refusal(429, "too_many_connections", "more than \(limit) WebSocket connections from \(peer)")
     }
 
-    /// The token an endpoint needs at the upgrade, with tokens required (`signer`): `/echo`
+    /// The token an endpoint needs at the upgrade, with tokens required (`verifier`): `/echo`
     /// sends back whatever arrives, so it cannot wait for an `auth` message and takes a valid
     /// token here or none at all. `/ws` checks its token after the upgrade (so a bad one can be
     /// told `unauthorized` and closed 4401): nil.
-    package static func tokenRefusal(_ endpoint: Endpoint, token: String?, signer: TokenSigner?, wall: Int64) -> Refusal? {
-        guard endpoint == .echo, let signer else { return nil }
+    package static func tokenRefusal(_ endpoint: Endpoint, token: String?, verifier: TokenVerifier?, wall: Int64) -> Refusal? {
+        guard endpoint == .echo, let verifier else { return nil }
         guard let token else {
             return Refusal(401, "unauthorized", "a valid token is required (?token= or Authorization: Bearer)")
         }
-        do { _ = try signer.verify(token, now: wall) } catch {
+        do { _ = try verifier.verify(token, now: wall) } catch {
             return Refusal(401, "unauthorized", "token refused: \(error.message)")
         }
         return nil

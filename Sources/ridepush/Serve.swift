@@ -24,6 +24,12 @@ let serveOptions: OptionTable = {
         .string("--plans", placeholder: "FILE", env: "RIDEPUSH_PLANS", help: "GBFS system_pricing_plans.json with the fare plans; without it the built-in plan"),
         .choice("--auth", of: ["jwt", "none"], env: "RIDEPUSH_AUTH", default: "jwt", help: "jwt: tokens required; none: anyone may do anything, refused with a non-loopback --host"),
         .string("--jwt-secret-file", placeholder: "FILE", help: "HS256 secret, or RIDEPUSH_JWT_SECRET; without either a random secret is made once and kept in ridepush.secret beside the SQLite store (mode 0600; per process with --store memory or PostgreSQL), and the page, device-client and operator console links are printed with tokens"),
+        // The identity provider's tokens (docs/jwks.md); re-read on SIGHUP.
+        .string("--jwks-file", placeholder: "FILE", env: "RIDEPUSH_JWKS_FILE", help: "the identity provider's public keys as a JWKS (RS256, ES256, EdDSA), chosen by the token's kid; re-read on SIGHUP"),
+        .string("--jwt-public-key", placeholder: "FILE", env: "RIDEPUSH_JWT_PUBLIC_KEY", help: "one PEM public key (RSA, P-256 or Ed25519) for the identity provider's tokens; re-read on SIGHUP"),
+        .string("--jwt-issuer", placeholder: "ISS", env: "RIDEPUSH_JWT_ISSUER", help: "required iss of the identity provider's tokens"),
+        .string("--jwt-audience", placeholder: "AUD", env: "RIDEPUSH_JWT_AUDIENCE", help: "required aud of the identity provider's tokens"),
+        .string("--jwt-claim-namespace", placeholder: "PREFIX", env: "RIDEPUSH_JWT_CLAIM_NAMESPACE", help: "read scope, rides and ops of the identity provider's tokens as PREFIXscope, PREFIXrides, PREFIXops"),
         .string("--tls-cert", placeholder: "FILE", env: "RIDEPUSH_TLS_CERT", help: "PEM certificate: serve https:// and wss://"),
         .string("--tls-key", placeholder: "FILE", env: "RIDEPUSH_TLS_KEY", help: "PEM private key"),
         .int("--threads", range: 1...64, env: "RIDEPUSH_THREADS", default: min(64, ProcessInfo.processInfo.activeProcessorCount), defaultShown: "number of cores", help: "service threads"),
@@ -50,6 +56,9 @@ func serveCommand(_ args: [String]) -> Int32 {
     if o.help { print(serveOptions.help, terminator: ""); return 0 }
     if let stray = o.positional.first { return usageFailure("ridepush serve", .unexpectedArgument(stray)) }
     var c = ServerConfig()
+    // Before any thread starts, so every thread inherits the mask and only the signal thread
+    // takes SIGINT, SIGTERM and SIGHUP (SIGHUP's default action would end the process).
+    blockServerSignals()
     do throws(ServerError) {
         let logFormat = Log.Format(rawValue: o.string("--log-format")!)!
         Log.use(logFormat)
@@ -93,7 +102,14 @@ func serveCommand(_ args: [String]) -> Int32 {
             do {
                 configuredSecret = try loadSecret(file: o.string("--jwt-secret-file"), environment: env)
             } catch { throw ServerError(error.message) }
-            c.auth = .jwt(secret: configuredSecret ?? [])  // a generated one is set once the store opened
+            c.jwksFile = o.string("--jwks-file")
+            c.jwtPublicKeyFile = o.string("--jwt-public-key")
+            do { c.identityKeys = try KeySet.load(jwksFile: c.jwksFile, publicKeyFile: c.jwtPublicKeyFile) } catch {
+                throw ServerError(error.message)
+            }
+            c.tokenPolicy = TokenVerifier.Policy(issuer: o.string("--jwt-issuer"), audience: o.string("--jwt-audience"),
+                                                 claimNamespace: o.string("--jwt-claim-namespace"))
+            c.auth = .jwt(secret: configuredSecret)  // with no key either, a generated one is set once the store opened
         }
         let store: RideStore
         if c.store == "memory" {
@@ -109,7 +125,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
         }
         // After the store: its folder exists, and a refused store leaves no secret file behind.
-        if case .jwt = c.auth, configuredSecret == nil {
+        if case .jwt = c.auth, configuredSecret == nil, c.identityKeys.isEmpty {
             let secret: [UInt8]
             do { (secret, secretNote) = try generatedSecret(store: c.store) } catch {
                 throw ServerError("\(error.message) (with no secret configured the server keeps the one it makes beside the store; or set RIDEPUSH_JWT_SECRET or --jwt-secret-file)")
@@ -134,6 +150,10 @@ func serveCommand(_ args: [String]) -> Int32 {
             Log.info("serving", ["url": .string("\(scheme)://\(bound):\(hub.port)/"), "threads": .int(Int64(c.threads)),
                              "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
         }
+        if !c.identityKeys.isEmpty {
+            print("ridepush: identity provider keys: " + c.identityKeys.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }.joined(separator: ", ")
+                  + (configuredSecret == nil ? " (no HS256 secret: RidePush's own tokens and share links are off)" : ", and HS256"))
+        }
         if let (t, ops) = links {
             print("ridepush: open \(scheme)://\(shown):\(hub.port)/?token=\(t)")
             print("ridepush: device client: RIDEPUSH_TOKEN=\(t) \(CommandLine.arguments[0]) ride start --url \(scheme == "https" ? "wss" : "ws")://\(shown):\(hub.port)/ws")
@@ -141,7 +161,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             print("ridepush: " + secretNote)
         }
         fflush(nil)
-        waitForSignals(then: { hub.shutdown() })
+        waitForSignals(reload: { hub.reloadKeys() }, then: { hub.shutdown() })
         hub.run()
         print("ridepush: stopped")
         return 0
@@ -168,20 +188,37 @@ func generatedSecret(store: String) throws(SecretError) -> (secret: [UInt8], not
 
 /// SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which
 /// asks the server to close its sockets with 1001 and stop.
-func waitForSignals(then stop: @escaping @Sendable () -> Void) {
+/// SIGINT, SIGTERM and SIGHUP blocked in the calling thread (and so in every thread it starts);
+/// `waitForSignals` takes them with sigwait.
+@discardableResult
+func blockServerSignals() -> sigset_t {
     signal(SIGPIPE, SIG_IGN)
     var set = sigset_t()
     sigemptyset(&set)
     sigaddset(&set, SIGINT)
     sigaddset(&set, SIGTERM)
+    sigaddset(&set, SIGHUP)
     pthread_sigmask(SIG_BLOCK, &set, nil)
-    let blocked = set
+    return set
+}
+
+/// A thread of its own takes the signals: SIGHUP runs `reload` there (file I/O is fine on it;
+/// no handler runs in signal context), SIGINT or SIGTERM runs `stop` and ends the thread.
+func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping @Sendable () -> Void) {
+    let blocked = blockServerSignals()
     Thread.detachNewThread {
         var s = blocked
         var sig: Int32 = 0
-        sigwait(&s, &sig)
-        Log.info("signal \(sig): closing connections", ["signal": .int(Int64(sig))])
-        stop()
+        while true {
+            guard sigwait(&s, &sig) == 0 else { continue }
+            if sig == SIGHUP {
+                reload()
+                continue
+            }
+            Log.info("signal \(sig): closing connections", ["signal": .int(Int64(sig))])
+            stop()
+            return
+        }
     }
 }
 

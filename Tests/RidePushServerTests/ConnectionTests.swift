@@ -14,6 +14,7 @@ final class ConnectionTests: XCTestCase {
     final class Context: ConnectionContext {
         var config = ServerConfig()
         var signer: TokenSigner?
+        var verifier: TokenVerifier?
         var clock: UnixMillis
         /// The wall clock, when a test sets it apart from the ride clock (a step the ride clock slews).
         var wall: Int64?
@@ -23,7 +24,9 @@ final class ConnectionTests: XCTestCase {
         var limited = 0
         init(now: UnixMillis, auth: Bool) {
             clock = now
-            signer = auth ? TokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8)) : nil
+            let secret = Array("0123456789abcdef0123456789abcdef".utf8)
+            signer = auth ? TokenSigner(secret: secret) : nil
+            verifier = auth ? TokenVerifier(secret: secret) : nil
         }
         func now() -> UnixMillis { clock }
         func wallSeconds() -> Int64 { wall ?? clock / 1000 }

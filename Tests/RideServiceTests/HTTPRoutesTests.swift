@@ -9,6 +9,7 @@ import RideProtocol
 /// token checked before the ride, the ride before the journal).
 final class HTTPRoutesTests: XCTestCase {
     let signer = TokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+    let verifier = TokenVerifier(secret: Array("0123456789abcdef0123456789abcdef".utf8))
     let wall: Int64 = 1_764_430_000
 
     func text(_ a: HTTPAnswer) -> String { String(decoding: a.body, as: UTF8.self) }
@@ -21,11 +22,11 @@ final class HTTPRoutesTests: XCTestCase {
     func testIdsOutsideTheAlphabetAreRefusedFirstAndNotEchoed() {
         for bad in [String(repeating: "a", count: 300), "a<script>", "r x", "", String(repeating: "b", count: 65), "été"] {
             // Even without a token: the id is the first thing checked, so nothing is looked up.
-            let a = refusal(RideDocumentRoute.admit(id: bad, token: nil, journalAsked: true, signer: signer, wall: wall))
+            let a = refusal(RideDocumentRoute.admit(id: bad, token: nil, journalAsked: true, verifier: verifier, wall: wall))
             XCTAssertEqual(a?.status, 400, bad)
             XCTAssertEqual(a.map(text), #"{"error":{"code":"bad_request","message":"a ride id is 1-64 characters of A-Z a-z 0-9 - _ . :"}}"#)
         }
-        guard case .success(let ok) = RideDocumentRoute.admit(id: "r-1.a:b_c", token: nil, journalAsked: false, signer: nil, wall: wall) else {
+        guard case .success(let ok) = RideDocumentRoute.admit(id: "r-1.a:b_c", token: nil, journalAsked: false, verifier: nil, wall: wall) else {
             return XCTFail("a good id, auth off")
         }
         XCTAssertEqual(ok, RideDocumentRoute.Admitted(claims: nil, journal: false))
@@ -33,7 +34,7 @@ final class HTTPRoutesTests: XCTestCase {
 
     func testTokensAreJudgedOnTheWallClockAndAnExpiredOneSaysSo() {
         func admit(_ token: String?) -> HTTPAnswer? {
-            refusal(RideDocumentRoute.admit(id: "r", token: token, journalAsked: false, signer: signer, wall: wall))
+            refusal(RideDocumentRoute.admit(id: "r", token: token, journalAsked: false, verifier: verifier, wall: wall))
         }
         XCTAssertEqual(admit(nil).map(text), #"{"error":{"code":"unauthorized","message":"a valid token is required (?token= or Authorization: Bearer)"}}"#)
         XCTAssertEqual(admit(nil)?.status, 401)
@@ -42,13 +43,13 @@ final class HTTPRoutesTests: XCTestCase {
         XCTAssertEqual(admit("nodots").map(text), #"{"error":{"code":"unauthorized","message":"token refused: token must have three dot-separated parts"}}"#)
         // Valid from the wall's second on (nbf), whatever the ride clock says.
         let fresh = signer.sign(TokenClaims(sub: "a", scope: .watch, exp: wall + 60, nbf: wall - 5))
-        guard case .success(let a) = RideDocumentRoute.admit(id: "r", token: fresh, journalAsked: true, signer: signer, wall: wall) else {
+        guard case .success(let a) = RideDocumentRoute.admit(id: "r", token: fresh, journalAsked: true, verifier: verifier, wall: wall) else {
             return XCTFail("a fresh token")
         }
         XCTAssertEqual(a.claims?.sub, "a")
         XCTAssertTrue(a.journal)
         let ops = signer.sign(TokenClaims(sub: "op", scope: .watch, ops: true, exp: wall + 60))
-        guard case .success(let o) = RideDocumentRoute.admit(id: "r", token: ops, journalAsked: false, signer: signer, wall: wall) else {
+        guard case .success(let o) = RideDocumentRoute.admit(id: "r", token: ops, journalAsked: false, verifier: verifier, wall: wall) else {
             return XCTFail("an ops token")
         }
         XCTAssertTrue(o.journal, "operators get the journal")

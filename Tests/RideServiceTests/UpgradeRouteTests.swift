@@ -6,6 +6,7 @@ import RideAuth
 /// wording, /echo's token (issue 25: behind the same tokens as /ws) and the subprotocol.
 final class UpgradeRouteTests: XCTestCase {
     let signer = TokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+    let verifier = TokenVerifier(secret: Array("0123456789abcdef0123456789abcdef".utf8))
     let wall: Int64 = 1_764_430_000
 
     func refusal(_ r: Result<UpgradeRoute.Endpoint, UpgradeRoute.Refusal>) -> UpgradeRoute.Refusal? {
@@ -31,13 +32,13 @@ final class UpgradeRouteTests: XCTestCase {
     func testEchoTakesAValidTokenAtTheUpgradeWhenTokensAreRequired() {
         let valid = signer.sign(TokenClaims(sub: "e", scope: .control, exp: wall + 60))
         let expired = signer.sign(TokenClaims(sub: "e", scope: .control, exp: wall - 120))
-        XCTAssertEqual(UpgradeRoute.tokenRefusal(.echo, token: nil, signer: signer, wall: wall),
+        XCTAssertEqual(UpgradeRoute.tokenRefusal(.echo, token: nil, verifier: verifier, wall: wall),
                        UpgradeRoute.Refusal(401, "unauthorized", "a valid token is required (?token= or Authorization: Bearer)"))
-        XCTAssertEqual(UpgradeRoute.tokenRefusal(.echo, token: expired, signer: signer, wall: wall),
+        XCTAssertEqual(UpgradeRoute.tokenRefusal(.echo, token: expired, verifier: verifier, wall: wall),
                        UpgradeRoute.Refusal(401, "unauthorized", "token refused: token expired"))
-        XCTAssertNil(UpgradeRoute.tokenRefusal(.echo, token: valid, signer: signer, wall: wall))
-        XCTAssertNil(UpgradeRoute.tokenRefusal(.echo, token: nil, signer: nil, wall: wall), "auth off")
-        XCTAssertNil(UpgradeRoute.tokenRefusal(.ws, token: nil, signer: signer, wall: wall), "/ws: checked after the upgrade (4401)")
+        XCTAssertNil(UpgradeRoute.tokenRefusal(.echo, token: valid, verifier: verifier, wall: wall))
+        XCTAssertNil(UpgradeRoute.tokenRefusal(.echo, token: nil, verifier: nil, wall: wall), "auth off")
+        XCTAssertNil(UpgradeRoute.tokenRefusal(.ws, token: nil, verifier: verifier, wall: wall), "/ws: checked after the upgrade (4401)")
     }
 
     func testSubprotocols() {
