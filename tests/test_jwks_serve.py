@@ -132,6 +132,17 @@ def test_an_asymmetric_token_without_the_keys_configured_is_refused(provider):
         assert "token alg \"ES256\" refused (accepted: HS256)" in err["message"], err
 
 
+def test_keys_with_auth_off_or_a_bad_key_file_are_refused_at_start(provider, tmp_path):
+    off = Server("--jwks-file", provider["jwks"], auth="none")
+    with pytest.raises(RuntimeError, match="--jwks-file and --jwt-public-key need --auth jwt"):
+        off.start()
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"keys": []}')
+    bad = Server("--jwks-file", str(broken), auth="jwt", env=ENV)
+    with pytest.raises(RuntimeError, match='the "keys" list is empty'):
+        bad.start()
+
+
 def test_sighup_rotates_the_keys_and_keeps_open_connections(tmp_path):
     old, new = Key("RS256"), Key("EdDSA")
     path = tmp_path / "jwks.json"
@@ -146,6 +157,9 @@ def test_sighup_rotates_the_keys_and_keeps_open_connections(tmp_path):
         assert live.request({"type": "start", "ride": ride})["type"] == "state"
         assert live.request({"type": "subscribe", "ride": ride})["type"] == "state"
         ticks_of(live, 1, ride)
+        # Without a secret there is nothing to sign a share link with: refused, connection kept.
+        shared = live.request({"type": "share", "ride": ride})
+        assert shared["type"] == "error" and shared["code"] == "forbidden" and "HS256 secret" in shared["message"], shared
 
         write_jwks(path, {"ed-new": new})
         mark = len(s.lines)

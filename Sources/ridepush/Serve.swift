@@ -94,6 +94,9 @@ func serveCommand(_ args: [String]) -> Int32 {
         var configuredSecret: [UInt8]?
         switch o.string("--auth")! {
         case "none":
+            if o.string("--jwks-file") != nil || o.string("--jwt-public-key") != nil {
+                throw ServerError("--jwks-file and --jwt-public-key need --auth jwt (with --auth none no token is checked)")
+            }
             guard c.host.hasPrefix("127.") || c.host == "localhost" || c.host == "::1" || c.host == "[::1]" else {
                 throw ServerError("--auth none is refused with --host \(c.host): anyone on the network could end anyone's ride. Bind 127.0.0.1 or use tokens.")
             }
