@@ -24,6 +24,7 @@ extension Shard {
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
         case "/quote": return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
         case "/rides": return ridesListing(wsi)
+        case "/v1/webhooks/dead": return deadWebhooks(wsi)
         default:
             if path.hasPrefix("/rides/") { return rideDocument(wsi, String(path.dropFirst(7))) }
             return staticFile(wsi, path)

@@ -5,6 +5,7 @@ import RideCore
 import RideService
 import RideStore
 import RideStorePostgres
+import RideWebhooks
 import Synchronization
 
 /// The server: shared state (registry, metrics, the ticker) and the service threads.
@@ -33,6 +34,12 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
     private(set) var clusterFeed: ClusterFeed?
     private(set) var storeHealth: ConnectionHealth?
+    /// With `--webhook`: the sender (its own threads and outbox connection) and that outbox,
+    /// read for `GET /v1/webhooks/dead` off the service threads.
+    let webhookSender: WebhookSender?
+    let webhookOutbox: WebhookOutbox?
+    /// Where `GET /v1/webhooks/dead` reads the outbox: one at a time, off the service threads.
+    let webhookReads = DispatchQueue(label: "webhook-reads")
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
@@ -55,8 +62,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public var localURLHost: String { listener.localURLHost }
     public var listensEverywhere: Bool { listener.isWildcard }
 
+    /// `outbox`: where the store's write puts webhook rows, on a connection of its own (needed,
+    /// and only used, with `config.webhooks`); the caller closes it after `run()` returns.
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system,
-                faults: (any StoreFaultInjection)? = nil) throws(ServerError) {
+                faults: (any StoreFaultInjection)? = nil, outbox: WebhookOutbox? = nil) throws(ServerError) {
         self.config = config
         quoteRate = AddressRate(perSecond: config.controlRate)
         self.clock = clock
@@ -106,9 +115,23 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         // The memory store's own lookup is as cheap as the cache, which would hold a second
         // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
         let mailboxes = self.mailboxes
+        var sender: WebhookSender?
+        if !config.webhooks.isEmpty {
+            guard let outbox else {
+                close(listener.fd)
+                throw ServerError("--webhook needs the store's webhook outbox")
+            }
+            sender = WebhookSender(settings: WebhookSender.Settings(secret: config.webhookSecret), outbox: outbox) { a in
+                Log.info("webhook \(a.row.eventID) to \(a.row.endpoint) (ride \(a.row.rideID)): \(a.result.summary), attempt \(a.update.attemptCount)",
+                         ["event": .string(a.row.eventID), "ride": .string(a.row.rideID), "result": .string(a.result.metricLabel)])
+            }
+        }
+        webhookSender = sender
+        webhookOutbox = sender == nil ? nil : outbox
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
                                            recentReplies: store is MemoryStore ? 0 : 8192,
-                                           maxOpenRides: config.maxOpenRidesPerRider) { i, events in mailboxes.post(i, events) }
+                                           maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhooks,
+                                           eventsCommitted: { sender?.poke() }) { i, events in mailboxes.post(i, events) }
         let worker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
             // The fate of that transaction is unknown: stop, and let a restart read the file
             // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.
@@ -183,6 +206,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Services every thread until `shutdown()`; returns when all sessions were closed.
     public func run() {
         storeWorker.start()
+        webhookSender?.start()
         clusterFeed?.start()
         let trimmer = HeapTrimmer(shards: shards)
         trimmer.start()
@@ -203,6 +227,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         close(listener.fd)
         clusterFeed?.stop()
         storeWorker.stop()
+        // After the worker: no commit pokes it any more. Before the caller closes the outbox.
+        webhookSender?.stop()
         registry.disconnect()
         trimmer.stop()
     }
@@ -280,5 +306,14 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// The loaded plans as a GBFS `system_pricing_plans.json` document.
     func plansDocument() -> [UInt8] {
         GBFSPlans.document(config.plans, lastUpdated: plansLoadedAt)
+    }
+}
+
+extension OutboxUpdate {
+    /// Attempts made so far, for the delivery log.
+    var attemptCount: Int {
+        switch self {
+        case .delivered(_, let n), .retry(_, let n, _, _), .dead(_, let n, _): n
+        }
     }
 }

@@ -50,6 +50,8 @@ extension Hub {
         if let n = ProcessStats.maxFiles() { metric("process_max_fds", "gauge", "Soft limit on open file descriptors.", [("", Double(n))]) }
         if let n = ProcessStats.residentBytes() { metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [("", Double(n))]) }
         if let t = ProcessStats.startTime { metric("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, seconds.", [("", t)]) }
+        // The sender's counts as of its last outbox read: no I/O here.
+        if let sender = webhookSender { out += sender.metrics.prometheusText(now: clock.now()) }
         return out
     }
 

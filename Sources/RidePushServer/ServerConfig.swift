@@ -39,6 +39,10 @@ public struct ServerConfig: Sendable {
     /// Tests only (`--ws-echo BYTES`): serve the echo WebSocket at /echo (EchoEndpoint.swift)
     /// taking messages up to this size; nil (the default): no /echo.
     public var wsEcho: Int?
+    /// `--webhook` URLs: each committed transition is POSTed to every one (docs/webhooks.md).
+    public var webhooks: [String] = []
+    /// `--webhook-secret-file`'s bytes, the HMAC key of `RidePush-Signature`.
+    public var webhookSecret: [UInt8] = []
 
     public enum AuthMode: Sendable {
         case none

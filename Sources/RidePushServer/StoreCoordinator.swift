@@ -4,6 +4,7 @@ import RideCore
 import RideProtocol
 import RideService
 import RideStore
+import RideWebhooks
 
 /// The server's side of the store worker: decides each group of jobs with the ride book, turns
 /// the decisions into store writes and frames, settles the book once the store has committed
@@ -25,6 +26,12 @@ final class StoreCoordinator: GroupCommitClient {
     private var recent: RecentReplies
     /// --max-open-rides-per-rider (0: no cap).
     private let maxOpenRides: Int
+    /// The `--webhook` URLs: every committed transition's write carries one outbox row for each.
+    private let webhooks: [String]
+    /// Called once a group whose writes carried outbox rows has committed (the sender's poke).
+    private let eventsCommitted: () -> Void
+    /// Whether a write of the group being decided carries outbox rows.
+    private var groupHasEvents = false
 
     /// The group being decided: what to do with each job once the commit is known.
     fileprivate enum Step {
@@ -46,6 +53,8 @@ final class StoreCoordinator: GroupCommitClient {
         fileprivate var remote: [(ride: Ride, push: [UInt8]?)]
         fileprivate var results: [WriteResult]
         fileprivate var failure: StoreError?
+        /// Whether it committed outbox rows: the sender is poked once the group is durable.
+        fileprivate var outboxRows = false
     }
     /// Rides `publish` dropped from the registry, for the worker to forget before it decides
     /// the next group (the book is the worker's).
@@ -63,8 +72,11 @@ final class StoreCoordinator: GroupCommitClient {
 
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
-         recentReplies: Int = 8192, maxOpenRides: Int = 0, deliver: @escaping (Int, [ShardEvent]) -> Void) {
+         recentReplies: Int = 8192, maxOpenRides: Int = 0, webhooks: [String] = [], eventsCommitted: @escaping () -> Void = {},
+         deliver: @escaping (Int, [ShardEvent]) -> Void) {
         recent = RecentReplies(capacity: recentReplies)
+        self.webhooks = webhooks
+        self.eventsCommitted = eventsCommitted
         self.maxOpenRides = maxOpenRides
         self.cluster = cluster
         self.book = book
@@ -112,7 +124,7 @@ final class StoreCoordinator: GroupCommitClient {
                     steps.append(.autoEndNotDue(rid))
                     continue
                 }
-                writes.append(write(c, reply: nil))
+                writes.append(write(c, reply: nil, now: now))
                 let push = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: at, id: nil, prefix: pre)
                 steps.append(.change(c, write: writes.count - 1, reply: nil, push: push, to: nil, id: nil, key: nil, type: "end"))
             case .lookup(let rid, let from, let then):
@@ -186,7 +198,7 @@ final class StoreCoordinator: GroupCommitClient {
             let (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
             // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
             let record = key.map { ReplyRecord(key: $0, request: request.fingerprint, bytes: Array(reply[pre...]), at: now) }
-            writes.append(write(c, reply: record))
+            writes.append(write(c, reply: record, now: now))
             if let key, let record { groupReplies[key] = RideBook.Earlier(request: record.request, bytes: record.bytes) }
             steps.append(.change(c, write: writes.count - 1, reply: reply, push: push, to: from, id: id, key: key, type: type))
         case .refuse(let r):
@@ -229,12 +241,31 @@ final class StoreCoordinator: GroupCommitClient {
         remote.append(u)
     }
 
-    private func write(_ c: RideBook.Change, reply: ReplyRecord?) -> StoreWrite {
+    private func write(_ c: RideBook.Change, reply: ReplyRecord?, now: UnixMillis) -> StoreWrite {
         let r = c.after.ride
+        let outbox = webhookEvents(c, now: now)
+        if !outbox.isEmpty { groupHasEvents = true }
         if c.isStart {
-            return .create(NewRide(id: r.id, planID: r.planID, owner: r.owner, limit: r.limit, startedAt: r.startedAt), reply: reply)
+            return .create(NewRide(id: r.id, planID: r.planID, owner: r.owner, limit: r.limit, startedAt: r.startedAt, outbox: outbox), reply: reply)
         }
-        return .append(JournalEntry(ride: r.id, seq: c.seq, transition: c.transition), reply: reply)
+        return .append(JournalEntry(ride: r.id, seq: c.seq, transition: c.transition, outbox: outbox), reply: reply)
+    }
+
+    /// The change's webhook event, one row per endpoint, written in the transition's own
+    /// transaction: a refused or failed write drops both. `created` is the group's decision
+    /// instant, the time the transaction commits give or take the group's few milliseconds.
+    private func webhookEvents(_ c: RideBook.Change, now: UnixMillis) -> [OutboxEvent] {
+        guard !webhooks.isEmpty else { return [] }
+        let type: WebhookEventType
+        switch c.transition {
+        case .start: type = .started
+        case .pause: type = .paused
+        case .resume: type = .resumed
+        case .end: type = .ended
+        }
+        // The ride as GET /rides/{id} returns it at this instant (the receipt once ended).
+        let document = ServerMessages.rideDocument(ride: c.after.ride, plan: c.plan, at: now)
+        return WebhookEvent(type: type, rideID: c.after.ride.id, created: now, ride: document).outboxEvents(endpoints: webhooks)
     }
 
     private func learn(_ rid: String, _ store: RideStore) throws(StoreError) {
@@ -289,7 +320,9 @@ final class StoreCoordinator: GroupCommitClient {
         let others = remote.map { u in
             (u.entry.ride, u.isStart ? nil : ServerMessages.state(ride: u.entry.ride, plan: book.plan(for: u.entry.ride), at: now, id: nil, prefix: pre))
         }
-        let group = Group(steps: steps, learned: learned, remote: others, results: results, failure: groupFailure)
+        let events = groupHasEvents && groupFailure == nil && results.contains(.written)
+        groupHasEvents = false
+        let group = Group(steps: steps, learned: learned, remote: others, results: results, failure: groupFailure, outboxRows: events)
         steps = []
         groupReplies = [:]
         learned = []
@@ -380,6 +413,8 @@ final class StoreCoordinator: GroupCommitClient {
             return dropped
         }
         if !trimmed.isEmpty { dropped.withLock { $0 += trimmed } }
+        // Durable now: have the sender read the new rows rather than wait for its next poll.
+        if group.outboxRows { eventsCommitted() }
     }
 }
 

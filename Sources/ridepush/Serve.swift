@@ -7,6 +7,7 @@ import RidePushServer
 import RideStore
 import RideStorePostgres
 import RideStoreSQLite
+import RideWebhooks
 
 /// `ridepush serve`'s options, one line each: parsed and printed by `--help` from this table.
 let serveOptions: OptionTable = {
@@ -43,6 +44,9 @@ let serveOptions: OptionTable = {
         .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008)"),
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
+        // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
+        .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride"),
+        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
         // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
@@ -114,11 +118,34 @@ func serveCommand(_ args: [String]) -> Int32 {
                                                  claimNamespace: o.string("--jwt-claim-namespace"))
             c.auth = .jwt(secret: configuredSecret)  // with no key either, a generated one is set once the store opened
         }
+        c.webhooks = o.strings("--webhook")
+        if !c.webhooks.isEmpty {
+            for url in c.webhooks {
+                do { _ = try WebhookURL(url) } catch { throw ServerError("--webhook: \(error.message)") }
+            }
+            guard let file = o.string("--webhook-secret-file") else {
+                throw ServerError("--webhook needs --webhook-secret-file F (RIDEPUSH_WEBHOOK_SECRET_FILE): the key receivers verify RidePush-Signature with (make one: openssl rand -hex 32 > F)")
+            }
+            do { c.webhookSecret = try loadWebhookSecret(file: file) } catch { throw ServerError("--webhook-secret-file: \(error.message)") }
+        } else if o.string("--webhook-secret-file") != nil {
+            Log.warn("--webhook-secret-file without --webhook: no webhooks are sent")
+        }
         let store: RideStore
+        // The sender's own view of the store's outbox (opened after the store, which makes the
+        // table), and how to close it once the server has stopped the sender.
+        var outbox: WebhookOutbox?
+        var closeOutbox: () -> Void = {}
         if c.store == "memory" {
-            store = MemoryStore()
+            let memory = c.webhooks.isEmpty ? nil : MemoryOutbox()
+            outbox = memory
+            store = MemoryStore(outbox: memory)
         } else if PostgresSettings.isURI(c.store) {
             store = try openPostgres(c.store, passwordFile: o.string("--store-password-file"))
+            if !c.webhooks.isEmpty, let pg = store as? PostgresStore {
+                let o = PostgresOutbox(pg.settings)
+                outbox = o
+                closeOutbox = { o.close() }
+            }
         } else {
             let create = o.flag("--create-store")
             let parent = URL(fileURLWithPath: c.store).deletingLastPathComponent().path
@@ -126,6 +153,13 @@ func serveCommand(_ args: [String]) -> Int32 {
                 throw ServerError("--store \(c.store): no such file. Check the path; to start a new, empty store there, add --create-store (RIDEPUSH_CREATE_STORE=1)")
             }
             do { store = try SQLiteStore(path: c.store) } catch { throw ServerError("--store \(c.store): \(error.message)") }
+            if !c.webhooks.isEmpty {
+                do {
+                    let o = try SQLiteOutbox(path: c.store)
+                    outbox = o
+                    closeOutbox = { o.close() }
+                } catch { throw ServerError("--store \(c.store): webhook outbox: \(error.message)") }
+            }
         }
         // After the store: its folder exists, and a refused store leaves no secret file behind.
         if case .jwt = c.auth, configuredSecret == nil, c.identityKeys.isEmpty {
@@ -139,7 +173,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             links = (signer.sign(TokenClaims(sub: "local", scope: .control, exp: now + 12 * 3600, iat: now)),
                      signer.sign(TokenClaims(sub: "ops", scope: .control, ops: true, exp: now + 12 * 3600, iat: now)))
         }
-        let hub = try Hub(config: c, store: store, faults: StoreFaults.fromEnvironment())
+        let hub = try Hub(config: c, store: store, faults: StoreFaults.fromEnvironment(), outbox: outbox)
         let scheme = c.tlsCert == nil ? "http" : "https"
         // What is really bound; for every interface also where this machine reaches it.
         let bound = hub.urlHost, shown = hub.localURLHost
@@ -166,6 +200,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         fflush(nil)
         waitForSignals(reload: { hub.reloadKeys() }, then: { hub.shutdown() })
         hub.run()
+        closeOutbox()  // the sender stopped within run()
         print("ridepush: stopped")
         return 0
     } catch {

@@ -40,13 +40,16 @@ final class Harness {
     /// What the coordinator handed each of the two service threads.
     var events: [[ShardEvent]] = [[], []]
     let pre = Int(clws_pre())
+    /// Groups whose outbox rows were reported durable (the sender's pokes).
+    var eventPokes = 0
 
-    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil, maxOpenRides: Int = 0) {
+    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil, maxOpenRides: Int = 0, webhooks: [String] = []) {
         self.clock = clock
         registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops, pre: Int(clws_pre()))
         registry.connect(queue)
         coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics(),
-                                       maxOpenRides: maxOpenRides) {
+                                       maxOpenRides: maxOpenRides, webhooks: webhooks,
+                                       eventsCommitted: { [unowned self] in eventPokes += 1 }) {
             [unowned self] i, e in events[i] += e
         }
     }
