@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from pg import pg_db, postgres  # noqa: F401 (fixtures)
 from rp import BIN, Client, Server
 from test_security import ENV, assert_on_time, control, watch, watch_ticks
 from test_webhooks_sender import verify
@@ -254,3 +255,45 @@ def test_webhooks_from_the_environment(receivers, secret_file):
         cl.request({"type": "start", "ride": "wh-env"})
         got = rx.wait_delivered(1, timeout=10)
     assert [(e["type"], e["ride"], e["verified"]) for e in got] == [("ride.started", "wh-env", True)]
+
+
+def test_two_nodes_on_postgresql_deliver_every_event_once_and_one_auto_end(pg_db, receivers, secret_file):
+    """Both nodes send from the one outbox (leases); a ride's transitions made on either node
+    arrive in commit order; both nodes try the time-limit end, one append wins, and the
+    refused one carries no event."""
+    pg, db = pg_db
+    rx = receivers()
+    flags = ("--webhook", rx.url, "--webhook-secret-file", secret_file)
+    a = Server(*flags, store=pg.uri(db)).start()
+    try:
+        b = Server(*flags, store=pg.uri(db)).start()
+        try:
+            with Client(a.ws) as ca, Client(b.ws) as cb:
+                for i in range(4):
+                    r = "pg-%d" % i
+                    assert ca.request({"type": "start", "ride": r})["state"] == "riding"
+                    # The next transitions on the other node, once it holds the ride.
+                    deadline = time.monotonic() + 5
+                    while b.get("/rides/" + r)[1].get("state") != "riding":
+                        assert time.monotonic() < deadline, "node B never saw " + r
+                        time.sleep(0.05)
+                    assert cb.request({"type": "pause", "ride": r})["state"] == "paused"
+                    assert cb.request({"type": "resume", "ride": r})["state"] == "riding"
+                    assert ca.request({"type": "end", "ride": r})["state"] == "ended"
+                started = ca.request({"type": "start", "ride": "pg-limit", "limit": 2})
+                assert started["state"] == "riding"
+                assert cb.request({"type": "subscribe", "ride": "pg-limit"})["state"] == "riding"
+                got = rx.wait_delivered(18, timeout=30)
+                time.sleep(1.5)  # a second copy of any event would have arrived by now
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+    assert all(e["verified"] for e in rx.log)
+    assert len(got) == len(rx.delivered()) == 18, [(e["type"], e["ride"]) for e in rx.delivered()]
+    assert len({e["id"] for e in got}) == 18, "an event delivered twice"
+    for i in range(4):
+        assert [e["type"] for e in got if e["ride"] == "pg-%d" % i] == TYPES
+    limit = [e for e in got if e["ride"] == "pg-limit"]
+    assert [e["type"] for e in limit] == ["ride.started", "ride.ended"]
+    assert limit[1]["event"]["ride"]["receipt"]["reason"] == "time_limit"
