@@ -19,6 +19,7 @@ from test_webhooks_sender import verify
 
 SECRET = "whsec_test_0123456789abcdef0123456789"  # the secret test_webhooks_sender.verify checks with
 TYPES = ["ride.started", "ride.paused", "ride.resumed", "ride.ended"]
+DELIVERY_LOG = re.compile(r"webhook (evt_\w+) \(ride ([^)]+)\) to \S+: attempt (\d+) (HTTP \d+|[^,]+), (.*)$")
 STATES = {"ride.started": "riding", "ride.paused": "paused", "ride.resumed": "riding", "ride.ended": "ended"}
 
 
@@ -156,6 +157,13 @@ def test_four_events_per_ride_in_commit_order_retried_after_refusals(receivers, 
             assert ("receipt" in ev["ride"]) == (ev["type"] == "ride.ended"), ev
         assert seen[-1]["event"]["ride"]["receipt"]["reason"] == "rider"
     assert len({e["id"] for e in rx.log}) == 8
+    # The server's delivery log says the same: per ride, each event refused, retried 1 s later, delivered.
+    log = [m.groups() for m in map(DELIVERY_LOG.search, srv.lines) if m]
+    print("\ndelivery log:\n" + "\n".join(l for l in srv.lines if DELIVERY_LOG.search(l)))
+    for r in rides:
+        ids = [e["id"] for e in rx.log if e["ride"] == r][::2]
+        assert [(i, n, res, out[:8]) for i, ride, n, res, out in log if ride == r] == \
+            [(i, n, res, out) for i in ids for n, res, out in (("1", "HTTP 503", "retrying"), ("2", "HTTP 204", "delivere"))]
 
 
 def test_kill9_after_commit_while_the_receiver_is_down_then_the_event_arrives(receivers, secret_file, tmp_path):

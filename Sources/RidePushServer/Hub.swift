@@ -122,8 +122,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                 throw ServerError("--webhook needs the store's webhook outbox")
             }
             sender = WebhookSender(settings: WebhookSender.Settings(secret: config.webhookSecret), outbox: outbox) { a in
-                Log.info("webhook \(a.row.eventID) to \(a.row.endpoint) (ride \(a.row.rideID)): \(a.result.summary), attempt \(a.update.attemptCount)",
-                         ["event": .string(a.row.eventID), "ride": .string(a.row.rideID), "result": .string(a.result.metricLabel)])
+                // The delivery log: every attempt, so a receiver's outage reads as attempts and order.
+                Log.info("webhook \(a.row.eventID) (ride \(a.row.rideID)) to \(a.row.endpoint): attempt \(a.update.attemptCount) \(a.result.summary), \(a.update.outcome(at: a.at))",
+                         ["event": .string(a.row.eventID), "ride": .string(a.row.rideID), "endpoint": .string(a.row.endpoint),
+                          "attempt": .int(Int64(a.update.attemptCount)), "result": .string(a.result.summary)])
             }
         }
         webhookSender = sender
@@ -314,6 +316,14 @@ extension OutboxUpdate {
     var attemptCount: Int {
         switch self {
         case .delivered(_, let n), .retry(_, let n, _, _), .dead(_, let n, _): n
+        }
+    }
+
+    func outcome(at now: UnixMillis) -> String {
+        switch self {
+        case .delivered: "delivered"
+        case .retry(_, _, let at, _): "retrying in \(max(0, at - now)) ms"
+        case .dead: "given up (dead)"
         }
     }
 }
