@@ -5,6 +5,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -219,17 +220,31 @@ def test_a_hanging_receiver_does_not_delay_ticks(receivers, secret_file):
     assert_on_time(got, at_least=5)
 
 
-def test_dead_listing_is_for_ops_tokens(receivers, secret_file):
-    rx = receivers()
-    with Server("--webhook", rx.url, "--webhook-secret-file", secret_file, auth="jwt", env=ENV) as srv:
+def test_an_event_past_its_day_is_dead_and_listed_for_ops_tokens_only(secret_file, tmp_path):
+    url = "http://127.0.0.1:%d/hooks" % free_port()  # nobody listens: every attempt fails
+    store = str(tmp_path / "s.db")
+    flags = ("--webhook", url, "--webhook-secret-file", secret_file)
+    with Server(*flags, store=store, auth="jwt", env=ENV) as srv, Client(srv.ws + "?token=" + control("alice")) as cl:
+        assert cl.request({"type": "start", "ride": "wh-dead"})["state"] == "riding"
+    # Stopped, the event is made a day and an hour old: its next failure is its last.
+    with sqlite3.connect(store) as db:
+        assert db.execute("UPDATE webhook_outbox SET created = created - 90000000, next_attempt_at = 0").rowcount == 1
+    with Server(*flags, store=store, auth="jwt", env=ENV) as srv:
         status, body, _ = srv.get("/v1/webhooks/dead")
         assert status == 401 and body["error"]["code"] == "unauthorized", body
         for token in (control("alice"), watch("alice")):
             status, body, _ = srv.get("/v1/webhooks/dead", headers={"Authorization": "Bearer " + token})
             assert status == 403 and body["error"]["code"] == "forbidden", body
+        wait_metric(srv, "ridepush_webhook_dead", lambda v: v == 1)
+        assert metric(srv, "ridepush_webhook_pending") == 0
         status, body, _ = srv.get("/v1/webhooks/dead", headers={"Authorization": "Bearer " + control("op", ops=True)})
-        assert status == 200 and body == {"dead": []}, body
-        assert metric(srv, "ridepush_webhook_dead") == 0
+    print("\ndead listing:", json.dumps(body)[:400])
+    assert status == 200 and len(body["dead"]) == 1, body
+    dead = body["dead"][0]
+    assert dead["ride"] == "wh-dead" and dead["endpoint"] == url and dead["attempts"] >= 1, dead
+    assert "connect" in dead["last_result"].lower(), dead
+    assert dead["event"]["type"] == "ride.started" and dead["event"]["id"] == dead["id"], dead
+    assert any("given up (dead)" in l for l in srv.lines)
 
 
 def test_dead_listing_without_webhooks_is_not_found():

@@ -6,7 +6,7 @@ import RideProtocol
 import RideService
 
 /// HTTP on the WebSocket port: the page from `public/`, `/healthz`, `/metrics`, `/rides/{id}`,
-/// `/plans`, `/quote`.
+/// `/plans`, `/quote`, `/v1/webhooks/dead` (WebhookRoutes.swift).
 extension Shard {
     func http(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
         guard let input else { return -1 }

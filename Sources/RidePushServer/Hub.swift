@@ -115,13 +115,14 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         // The memory store's own lookup is as cheap as the cache, which would hold a second
         // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
         let mailboxes = self.mailboxes
-        var sender: WebhookSender?
-        if !config.webhooks.isEmpty {
-            guard let outbox else {
-                close(listener.fd)
-                throw ServerError("--webhook needs the store's webhook outbox")
-            }
-            sender = WebhookSender(settings: WebhookSender.Settings(secret: config.webhookSecret), outbox: outbox) { a in
+        if !config.webhooks.isEmpty, outbox == nil {
+            close(listener.fd)
+            throw ServerError("--webhook needs the store's webhook outbox")
+        }
+        let outbox = config.webhooks.isEmpty ? nil : outbox
+        webhookOutbox = outbox
+        let sender = outbox.map { outbox in
+            WebhookSender(settings: WebhookSender.Settings(secret: config.webhookSecret), outbox: outbox) { a in
                 // The delivery log: every attempt, so a receiver's outage reads as attempts and order.
                 Log.info("webhook \(a.row.eventID) (ride \(a.row.rideID)) to \(a.row.endpoint): attempt \(a.update.attemptCount) \(a.result.summary), \(a.update.outcome(at: a.at))",
                          ["event": .string(a.row.eventID), "ride": .string(a.row.rideID), "endpoint": .string(a.row.endpoint),
@@ -129,7 +130,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             }
         }
         webhookSender = sender
-        webhookOutbox = sender == nil ? nil : outbox
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
                                            recentReplies: store is MemoryStore ? 0 : 8192,
                                            maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhooks,
