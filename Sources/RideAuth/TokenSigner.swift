@@ -42,6 +42,27 @@ public struct TokenSigner: Sendable {
         return signingInput + "." + signature(signingInput)
     }
 
+    /// A token's dot-separated parts and its decoded header, checked for size and shape; what
+    /// every verifier (HS256 here, the identity provider's keys in TokenVerifier) reads first.
+    /// Two parts are still read far enough to name the algorithm, so an unsigned `alg: none`
+    /// token without its trailing dot is reported as such.
+    static func split(_ token: String) throws(TokenError) -> ([Substring.UTF8View.SubSequence], [String: JSON]) {
+        if token.utf8.count > maxTokenLength {
+            throw TokenError(.malformed, "token too long")
+        }
+        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 2 || parts.count == 3 else {
+            throw TokenError(.malformed, "token must have three dot-separated parts")
+        }
+        guard let headerBytes = Base64URL.decode(Substring(parts[0])) else {
+            throw TokenError(.malformed, "token header is not base64url")
+        }
+        guard let header = jsonObject(headerBytes) else {
+            throw TokenError(.malformed, "token header is not a JSON object")
+        }
+        return (parts, header)
+    }
+
     /// The encoded HS256 signature of any signing input, even one that is not base64url. Internal, for tests.
     func signature(_ signingInput: String) -> String {
         Base64URL.encode(mac(Array(signingInput.utf8)))
@@ -52,21 +73,7 @@ public struct TokenSigner: Sendable {
     /// `leeway`. Claims are not parsed before the signature holds, so unsigned input never
     /// reaches the claim parser.
     public func verify(_ token: String, now: Int64) throws(TokenError) -> TokenClaims {
-        if token.utf8.count > Self.maxTokenLength {
-            throw TokenError(.malformed, "token too long")
-        }
-        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        // Two parts are still read far enough to name the algorithm, so an unsigned
-        // `alg: none` token without its trailing dot is reported as such.
-        guard parts.count == 2 || parts.count == 3 else {
-            throw TokenError(.malformed, "token must have three dot-separated parts")
-        }
-        guard let headerBytes = Base64URL.decode(Substring(parts[0])) else {
-            throw TokenError(.malformed, "token header is not base64url")
-        }
-        guard let header = Self.jsonObject(headerBytes) else {
-            throw TokenError(.malformed, "token header is not a JSON object")
-        }
+        let (parts, header) = try Self.split(token)
         try Self.checkHeader(header)
         guard parts.count == 3 else {
             throw TokenError(.malformed, "token has no signature")

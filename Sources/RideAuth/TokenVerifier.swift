@@ -61,19 +61,7 @@ public final class TokenVerifier: Sendable {
     /// signature, then claims (`iss`/`aud` when configured, types) and `exp`/`nbf` against `now`
     /// with `TokenSigner.leeway`. An identity provider's token must carry `exp`.
     public func verify(_ token: String, now: Int64) throws(TokenError) -> TokenClaims {
-        if token.utf8.count > TokenSigner.maxTokenLength {
-            throw TokenError(.malformed, "token too long")
-        }
-        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 2 || parts.count == 3 else {
-            throw TokenError(.malformed, "token must have three dot-separated parts")
-        }
-        guard let headerBytes = Base64URL.decode(Substring(parts[0])) else {
-            throw TokenError(.malformed, "token header is not base64url")
-        }
-        guard let header = TokenSigner.jsonObject(headerBytes) else {
-            throw TokenError(.malformed, "token header is not a JSON object")
-        }
+        let (parts, header) = try TokenSigner.split(token)
         guard let alg = header["alg"]?.string else {
             throw TokenError(.unsupportedAlgorithm, "token header has no alg string (accepted: \(accepted))")
         }
