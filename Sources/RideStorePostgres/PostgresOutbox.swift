@@ -216,7 +216,8 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
 
     /// Runs `body` on the open connection (reconnecting if it was lost); a failure is kept in
     /// `lastError` and answered with `fallback`: nothing changed, the rows stay pending.
-    func locked<T>(_ fallback: T, _ body: (PostgresConnection) throws(PostgresError) -> T) -> T {
+    // The fallback is read under the lock: `stats()` falls back to `lastStats`, which the body writes.
+    func locked<T>(_ fallback: @autoclosure () -> T, _ body: (PostgresConnection) throws(PostgresError) -> T) -> T {
         lock.lock()
         defer { lock.unlock() }
         do throws(PostgresError) {
@@ -230,7 +231,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
         } catch {
             lastFailure = "\(label): \(error)"
             if conn?.isOpen != true { conn = nil }
-            return fallback
+            return fallback()
         }
     }
 }

@@ -131,7 +131,8 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, 
                   body: r.blob(5), attempts: Int(r.int(6)), nextAttemptAt: r.int(7), lastResult: r.optionalText(8))
     }
 
-    func locked<T>(_ fallback: T, _ body: () throws(StoreError) -> T) -> T {
+    // The fallback is read under the lock: `stats()` falls back to `lastStats`, which the body writes.
+    func locked<T>(_ fallback: @autoclosure () -> T, _ body: () throws(StoreError) -> T) -> T {
         lock.lock()
         defer { lock.unlock() }
         do {
@@ -140,7 +141,7 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, 
             return value
         } catch {
             lastFailure = error.message
-            return fallback
+            return fallback()
         }
     }
 }
