@@ -6,11 +6,13 @@ import RideProtocol
 import RideService
 
 /// HTTP on the WebSocket port: the page from `public/`, `/healthz`, `/metrics`, `/rides/{id}`,
-/// `/plans`, `/quote`, `/v1/webhooks/dead` (WebhookRoutes.swift).
+/// `/plans`, `/quote`, `/v1/webhooks/dead` (WebhookRoutes.swift), and the server API's POSTs
+/// under `/v1/rides` (ServerAPIRoutes.swift).
 extension Shard {
     func http(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
         guard let input else { return -1 }
         let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
+        if let answered = serverAPI(wsi, path) { return answered }
         // HEAD wherever GET is (uptime checkers use it): the same status and headers, no body.
         guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || isHead(wsi) else {
             answerAndClose(wsi, 405, errorJSON("method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD")

@@ -35,6 +35,10 @@ extension Shard {
             return 0
         case LWS_CALLBACK_HTTP:
             return http(wsi, input, len)
+        case LWS_CALLBACK_HTTP_BODY:
+            return serverAPIBody(wsi, input, len)
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            return serverAPIBodyComplete(wsi)
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return httpWritable(wsi)
         case LWS_CALLBACK_HTTP_FILE_COMPLETION:
@@ -43,6 +47,7 @@ extension Shard {
             httpBodies[wsi] = nil
             awaitingStore.forget(wsi)
             deferredResponses[wsi] = nil
+            apiBodies[wsi] = nil
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
             return 0

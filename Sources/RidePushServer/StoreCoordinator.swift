@@ -119,6 +119,9 @@ final class StoreCoordinator: GroupCommitClient {
                 continue  // done first, by catchUp
             case .request(let request, let id, let scope, let access, let from):
                 decide(request, id: id, scope: scope, access: access, from: from, now: now, store: store, into: &writes)
+            case .api(let call, let from):
+                decide(call.request, id: call.key.id, scope: call.key.scope, access: call.access, from: from, now: now,
+                       store: store, into: &writes, api: call)
             case .autoEnd(let rid, let at):
                 guard case .change(let c) = book.decide(.autoEnd(ride: rid, at: at), now: now) else {
                     steps.append(.autoEndNotDue(rid))
@@ -149,12 +152,13 @@ final class StoreCoordinator: GroupCommitClient {
     }
 
     private func decide(_ request: RideBook.Request, id: String?, scope: String, access: Access?, from: Requester,
-                        now: UnixMillis, store: RideStore, into writes: inout [StoreWrite]) {
+                        now: UnixMillis, store: RideStore, into writes: inout [StoreWrite], api: ServerAPICall? = nil) {
         let type: String
         if case .command(let c, _, _) = request { type = c.rawValue } else { type = "start" }
         func answer(_ e: ProtocolError) {
             metrics.control(type, e.code.rawValue)
-            steps.append(.answer(ServerMessages.error(e, prefix: pre), to: from, needsCommit: false, id: id, type: type))
+            let bytes = api.map { _ in ServerAPIIdempotency.packed(ServerAPIAnswer.error(e)) } ?? ServerMessages.error(e, prefix: pre)
+            steps.append(.answer(bytes, to: from, needsCommit: false, id: id, type: type))
         }
         if let rid = request.rideID, !book.knows(rid) {
             do throws(StoreError) { try learn(rid, store) } catch {
@@ -179,6 +183,12 @@ final class StoreCoordinator: GroupCommitClient {
                 }
             }
         }
+        // A server API key seen before: its stored answer, or 422 for another request.
+        if let api, let earlier {
+            metrics.control("retry", "replayed")
+            let again = ServerAPIIdempotency.again(earlier, fingerprint: api.fingerprint)
+            return steps.append(.answer(ServerAPIIdempotency.packed(again), to: from, needsCommit: fromGroup, id: id, type: type))
+        }
         // A new ride of a rider at the cap (not a retry, not an existing id, not an operator's).
         if maxOpenRides > 0, earlier == nil, case .start(let rid, _, _, let owner?) = request,
            access?.claims.ops != true, !(rid.map(book.knows) ?? false), registry.openRides(of: owner) >= maxOpenRides {
@@ -195,9 +205,14 @@ final class StoreCoordinator: GroupCommitClient {
         switch decision {
         case .change(let c):
             if c.isStart, let owner = c.after.ride.owner { registry.startPending(c.after.ride.id, owner: owner) }
-            let (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
+            var (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
             // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
-            let record = key.map { ReplyRecord(key: $0, request: request.fingerprint, bytes: Array(reply[pre...]), at: now) }
+            var stored = Array(reply[pre...])
+            if let api {
+                reply = ServerAPIIdempotency.packed(ServerAPIAnswer.success(api, ride: c.after.ride, plan: c.plan, at: now))
+                stored = reply
+            }
+            let record = key.map { ReplyRecord(key: $0, request: api?.fingerprint ?? request.fingerprint, bytes: stored, at: now) }
             writes.append(write(c, reply: record, now: now))
             if let key, let record { groupReplies[key] = RideBook.Earlier(request: record.request, bytes: record.bytes) }
             steps.append(.change(c, write: writes.count - 1, reply: reply, push: push, to: from, id: id, key: key, type: type))
@@ -357,7 +372,10 @@ final class StoreCoordinator: GroupCommitClient {
                     let rid = c.after.ride.id
                     if c.isStart { registry.startSettled(rid, &v) }
                     if let failure {
-                        if let to {
+                        if let to, to.http != nil {
+                            metrics.control(type, failure.kind.rawValue)
+                            events[to.shard].append(to.answer(ServerAPIAnswer.notRecorded(failure, type: type)))
+                        } else if let to {
                             var code: ErrorCode = failure.kind == .conflict ? .conflict : failure.kind == .notFound ? .rideNotFound : .unavailable
                             // Refused because another node changed the ride first: for this
                             // request the ride's state did not allow it (the reply-key case
@@ -387,7 +405,7 @@ final class StoreCoordinator: GroupCommitClient {
                     metrics.control(type, to == nil ? "auto" : "ok")
                     registry.ops?.transition(c.transition.kind, c.after.ride, c.plan, at: c.transition.at,
                                              watchers: live.subscriberCount.load(ordering: .relaxed))
-                    if let to, let reply { events[to.shard].append(.reply(to.session, reply, ride: live)) }
+                    if let to, let reply { events[to.shard].append(to.reply(reply, ride: live)) }
                     if !c.isStart {
                         for i in 0..<registry.shards {
                             events[i].append(.push(live, push, except: to?.shard == i ? to?.session : nil))
@@ -396,9 +414,9 @@ final class StoreCoordinator: GroupCommitClient {
                 case .answer(let bytes, let to, let needsCommit, let id, let type):
                     if needsCommit, let failure = groupFailure {
                         let e = ProtocolError(.unavailable, "could not record the \(type): \(failure.message)", id: id)
-                        events[to.shard].append(.reply(to.session, ServerMessages.error(e, prefix: pre), ride: nil))
+                        events[to.shard].append(to.reply(to.http == nil ? ServerMessages.error(e, prefix: pre) : ServerAPIIdempotency.packed(ServerAPIAnswer.error(e)), ride: nil))
                     } else {
-                        events[to.shard].append(.reply(to.session, bytes, ride: nil))
+                        events[to.shard].append(to.reply(bytes, ride: nil))
                     }
                 case .lookup(let rid, let from, let then, let failure):
                     events[from.shard].append(.found(from.session, then, rid.flatMap { v.rides[$0] }, failure))

@@ -1,12 +1,15 @@
 import RideAuth
 import RideCore
 import RideProtocol
+import RideService
 import RideStore
 
 /// Who is waiting for a store worker's answer: a session (by serial) on a service thread.
 struct Requester: Sendable, Equatable {
     let shard: Int
     let session: UInt64
+    /// A server API request waiting on this shard under this token (session 0): answered over HTTP.
+    var http: UInt64? = nil
 }
 
 /// What a service thread does with an answer once the worker has it.
@@ -26,6 +29,8 @@ enum Continuation: Sendable {
 enum StoreJob: Sendable {
     /// A control request (start, pause, resume, end): decided, committed, then answered.
     case request(RideBook.Request, id: String?, scope: String, access: Access?, from: Requester)
+    /// A server API request (ServerAPIRoutes.swift): decided like `.request`, answered over HTTP.
+    case api(ServerAPICall, from: Requester)
     /// A limit passed at the tick at `at`.
     case autoEnd(String, at: UnixMillis)
     /// Reads a ride not in memory from the store (if `ride` is given), then hands `then`

@@ -1,0 +1,74 @@
+import CLibWebSockets
+import RideAuth
+import RideService
+
+/// The server API on the HTTP side (ServerAPIRequest.swift decides, StoreCoordinator applies):
+/// a POST's headers are kept while its body arrives, then the request is admitted and handed
+/// to the store worker like a ride.v1 request, and answered on HTTP_WRITEABLE once committed.
+/// Only HTTP/1.1 bodies are read: Debian's lws 4.1.6 fails POST bodies over HTTP/2.
+extension Shard {
+    /// A /v1/rides path: POST to a route starts reading the body, another method is a 405, a
+    /// path of no route a 404. nil: not the API's path.
+    func serverAPI(_ wsi: OpaquePointer, _ path: String) -> Int32? {
+        guard let route = ServerAPIRoute(path: path) else { return nil }
+        guard route != .unknown else {
+            answerAndClose(wsi, 404, errorJSON("not_found", "no such route: \(path)"))
+            return -1
+        }
+        guard lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 else {
+            answerAndClose(wsi, 405, errorJSON("method_not_allowed", "\(path) takes POST only"), allow: ServerAPIRequest.allow)
+            return -1
+        }
+        var pending = ServerAPIBody(path: path, idempotencyKey: customHeader(wsi, "idempotency-key:"), token: requestToken(wsi))
+        // lws reads a body only when a length is declared; without one the body is empty.
+        if (header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH).flatMap { Int($0) } ?? 0) == 0 {
+            return serverAPIBodyDone(wsi, &pending)
+        }
+        apiBodies[wsi] = pending
+        return 0
+    }
+
+    func serverAPIBody(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
+        guard let input else { return 0 }
+        apiBodies[wsi]?.append(UnsafeRawBufferPointer(start: input, count: len))
+        return 0
+    }
+
+    func serverAPIBodyComplete(_ wsi: OpaquePointer) -> Int32 {
+        guard var pending = apiBodies.removeValue(forKey: wsi) else { return 0 }
+        return serverAPIBodyDone(wsi, &pending)
+    }
+
+    private func serverAPIBodyDone(_ wsi: OpaquePointer, _ pending: inout ServerAPIBody) -> Int32 {
+        switch ServerAPIRequest.admit(method: "POST", path: pending.path, idempotencyKey: pending.idempotencyKey,
+                                      token: pending.token, body: pending.bytes, verifier: hub.verifier, wall: WallClock.seconds()) {
+        case .failure(let refusal):
+            deferredResponses[wsi] = (refusal.answer.status, refusal.answer.body)
+            lws_callback_on_writable(wsi)
+        case .success(let call):
+            let token = awaitingStore.add(wsi, pending.path)
+            hub.registry.submit(.api(call, from: Requester(shard: index, session: 0, http: token)))
+        }
+        return 0
+    }
+
+    /// A header lws has no token for (stored by name, lower-cased, with its colon).
+    func customHeader(_ wsi: OpaquePointer, _ name: String) -> String? {
+        let n = lws_hdr_custom_length(wsi, name, Int32(name.utf8.count))
+        guard n >= 0, n < 1024 else { return nil }
+        var buf = [CChar](repeating: 0, count: Int(n) + 1)
+        guard lws_hdr_custom_copy(wsi, &buf, Int32(buf.count), name, Int32(name.utf8.count)) >= 0 else { return nil }
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension Requester {
+    /// The store worker's answer to this requester: a ride.v1 frame to a session, or an HTTP
+    /// answer (packed by ServerAPIIdempotency) to a server API request.
+    func reply(_ bytes: [UInt8], ride: LiveRide?) -> ShardEvent {
+        guard let http else { return .reply(session, bytes, ride: ride) }
+        return answer(ServerAPIIdempotency.unpacked(bytes))
+    }
+
+    func answer(_ a: HTTPAnswer) -> ShardEvent { .httpAnswer(http ?? 0, a.status, a.body) }
+}

@@ -1,0 +1,85 @@
+import RideAuth
+import RideCore
+import RideProtocol
+import RideStore
+
+/// Idempotency keys on the exactly-once store of ride.v1 request ids (the reply table, no
+/// schema of its own): a key is stored as request id "http:" + hex SHA-256(subject, key) in the
+/// token subject's scope, with "http " + a fingerprint of the request as what was asked and the
+/// status and body as the reply. A retry with the same key and body gets the same status and
+/// bytes, on any node sharing the store, after a restart, for as long as replies are kept (24 h);
+/// the same key with another body is refused (Stripe's rule).
+package enum ServerAPIIdempotency {
+    package static let maxKeyBytes = 64
+    /// Marks a stored request as the server API's (ride.v1 records what was asked in words).
+    static let fingerprintPrefix = "http "
+
+    package static func replyKey(subject: String, key: String) -> ReplyKey {
+        // The NUL keeps ("ab", "c") and ("a", "bc") apart; the hash keeps any key 69 bytes.
+        ReplyKey(scope: subject, id: "http:" + Digest.sha256Hex(Array(subject.utf8) + [0] + Array(key.utf8)))
+    }
+
+    package static func fingerprint(method: String, path: String, body: [UInt8]) -> String {
+        fingerprintPrefix + Digest.sha256Hex(Array("\(method) \(path)\n".utf8) + body)
+    }
+
+    /// An answer as stored and as handed from the store worker to the service thread:
+    /// three status digits, a space, the body.
+    package static func packed(_ a: HTTPAnswer) -> [UInt8] {
+        Array(String(a.status).utf8) + [0x20] + a.body
+    }
+
+    package static func unpacked(_ bytes: [UInt8]) -> HTTPAnswer {
+        guard bytes.count >= 4, bytes[3] == 0x20, let status = UInt32(String(decoding: bytes[0..<3], as: UTF8.self)) else {
+            return .error(500, "internal", "a stored answer could not be read")
+        }
+        return HTTPAnswer(status: status, body: Array(bytes[4...]))
+    }
+
+    /// A key seen before: the stored answer for the same request, 422 for another.
+    package static func again(_ earlier: RideBook.Earlier, fingerprint: String) -> HTTPAnswer {
+        guard earlier.request == fingerprint else {
+            return .error(422, "idempotency_key_reused",
+                          "this Idempotency-Key was used for another request (method, path or body differ); use a new key for a new request")
+        }
+        return unpacked(earlier.bytes)
+    }
+}
+
+/// The HTTP face of the service's refusals: ride.v1's error codes with a status each.
+package enum ServerAPIAnswer {
+    package static func error(_ e: ProtocolError) -> HTTPAnswer {
+        .error(status(e.code), e.code.rawValue, e.message)
+    }
+
+    package static func status(_ code: ErrorCode) -> UInt32 {
+        switch code {
+        case .rideNotFound: return 404
+        case .forbidden: return 403
+        case .unauthorized: return 401
+        case .invalidTransition, .conflict: return 409
+        case .tooManyRides, .rateLimited: return 429
+        case .unavailable: return 503
+        case .tooLarge: return 413
+        default: return 400
+        }
+    }
+
+    /// A committed change's answer: the ride as `GET /rides/{id}` shows it at the decision.
+    package static func success(_ call: ServerAPICall, ride: Ride, plan: FarePlan, at: UnixMillis) -> HTTPAnswer {
+        HTTPAnswer(status: call.successStatus, body: ServerMessages.rideDocument(ride: ride, plan: plan, at: at))
+    }
+
+    /// A write refused by the store although the book allowed it: another node changed the
+    /// ride, or applied a request with the same key, at the same moment. The retry with the
+    /// same key is decided on what was committed: the stored answer, or the ride's new state.
+    package static func notRecorded(_ failure: StoreError, type: String) -> HTTPAnswer {
+        if failure.refusal == .replyAlreadyRecorded {
+            return .error(409, "idempotency_key_in_flight", "another node applied a request with this Idempotency-Key at the same moment; retry with the same key for its answer")
+        }
+        if failure.kind == .conflict {
+            return .error(409, "conflict", "another request changed this ride at the same moment (on this node or another); retry with the same Idempotency-Key for the outcome")
+        }
+        return error(ProtocolError(failure.kind == .notFound ? .rideNotFound : .unavailable, "could not record the \(type): \(failure.message)"))
+    }
+}

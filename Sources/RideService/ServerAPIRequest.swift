@@ -1,0 +1,176 @@
+import RideAuth
+import RideCore
+import RideProtocol
+import RideStore
+
+/// The server API's routes (`POST /v1/rides`, `POST /v1/rides/{id}/pause|resume|end`), known
+/// by path alone so a wrong method is answered 405 rather than 404.
+package enum ServerAPIRoute: Equatable, Sendable {
+    case create
+    case transition(RideCommand, ride: String)
+    /// Under /v1/rides but no route of the API (`/v1/rides/x/fly`, `/v1/rides/x`).
+    case unknown
+
+    /// nil: not a server API path at all.
+    package init?(path: String) {
+        guard path == "/v1/rides" || path.hasPrefix("/v1/rides/") else { return nil }
+        if path == "/v1/rides" { self = .create; return }
+        let parts = path.dropFirst("/v1/rides/".count).split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let command = RideCommand(rawValue: String(parts[1])) else { self = .unknown; return }
+        self = .transition(command, ride: String(parts[0]))
+    }
+}
+
+/// A server API request the service accepted: what to decide, who asked, and the key its
+/// answer is stored under. Built only by `ServerAPIRequest.admit`.
+package struct ServerAPICall: Sendable, Equatable {
+    package let request: RideBook.Request
+    /// The exactly-once store's key: the token's subject and "http:" + SHA-256(subject, key).
+    package let key: ReplyKey
+    /// SHA-256 of method, path and body, stored with the answer (422 when a key comes back with another).
+    package let fingerprint: String
+    /// nil with authentication off.
+    package let access: Access?
+    /// The status of a success: 201 for a new ride, 200 for a transition.
+    package var successStatus: UInt32 { if case .start = request { return 201 }; return 200 }
+}
+
+/// Admission of a server API request, in an order that reveals nothing to whom it must not:
+/// route and method, the token, the `Idempotency-Key`, the body, and what the token may do
+/// (ownership of an existing ride is judged by the store worker, which knows the ride).
+package enum ServerAPIRequest {
+    /// Bodies are a few small fields; anything larger is refused unread.
+    package static let maxBody = 4096
+    /// What a wrong method is told it may use.
+    package static let allow = "POST"
+
+    package static func admit(method: String, path: String, idempotencyKey: String?, token: String?, body: [UInt8],
+                              verifier: TokenVerifier?, wall: Int64) -> Result<ServerAPICall, HTTPRefusalAnswer> {
+        guard let route = ServerAPIRoute(path: path), route != .unknown else {
+            return refuse(.error(404, "not_found", "no such route: \(path)"))
+        }
+        guard method == "POST" else {
+            return refuse(.error(405, "method_not_allowed", "\(path) takes POST only"))
+        }
+        var claims: TokenClaims?
+        if let verifier {
+            switch HTTPToken.verify(token, verifier: verifier, wall: wall) {
+            case .success(let c): claims = c
+            case .failure(let r): return refuse(r.answer)
+            }
+        }
+        guard let key = idempotencyKey, (1...ServerAPIIdempotency.maxKeyBytes).contains(key.utf8.count) else {
+            return refuse(.error(400, "bad_request", idempotencyKey == nil
+                ? "an Idempotency-Key header is required on every POST (1-\(ServerAPIIdempotency.maxKeyBytes) bytes, e.g. a UUID)"
+                : "an Idempotency-Key is 1-\(ServerAPIIdempotency.maxKeyBytes) bytes"))
+        }
+        guard body.count <= maxBody else { return refuse(.error(413, "too_large", "a request body is at most \(maxBody) bytes")) }
+        let request: RideBook.Request
+        switch parse(route, body) {
+        case .success(let r): request = r
+        case .failure(let r): return .failure(r)
+        }
+        let access = claims.map(Access.init)
+        if let access {
+            guard access.mayStart() else { return refuse(.error(403, "forbidden", "this token may only watch rides")) }
+            if case .start(_, _, _, let rider?) = request, rider != access.rider, !access.claims.ops {
+                return refuse(.error(403, "forbidden", "this token may start rides for \"\(access.rider)\" only; an ops token starts them for any rider"))
+            }
+        }
+        let subject = access?.rider ?? ""
+        return .success(ServerAPICall(request: request,
+                                      key: ServerAPIIdempotency.replyKey(subject: subject, key: key),
+                                      fingerprint: ServerAPIIdempotency.fingerprint(method: method, path: path, body: body),
+                                      access: access))
+    }
+
+    /// The body as a request: `{"rider","ride"?,"plan"?,"limit"?}` to create, `{"distance"?}`
+    /// to end, nothing (or `{}`) to pause or resume. Unknown fields are refused, not ignored:
+    /// a misspelt `"limt"` must not start a ride without its limit.
+    package static func parse(_ route: ServerAPIRoute, _ body: [UInt8]) -> Result<RideBook.Request, HTTPRefusalAnswer> {
+        var fields: [String: JSON] = [:]
+        if body.contains(where: { !$0.isJSONSpace }) {
+            do throws(JSON.ParseError) {
+                guard let o = try JSON.parse(body).object else { return refuse(.error(400, "bad_request", "the body must be a JSON object")) }
+                fields = o
+            } catch {
+                return refuse(.error(400, "bad_request", "the body is not JSON: \(error.description)"))
+            }
+        }
+        let allowed: Set<String>
+        switch route {
+        case .create: allowed = ["rider", "ride", "plan", "limit"]
+        case .transition(.end, _): allowed = ["distance"]
+        default: allowed = []
+        }
+        if let extra = fields.keys.sorted().first(where: { !allowed.contains($0) }) {
+            return refuse(.error(400, "bad_request", "unknown field \"\(extra)\"" + (allowed.isEmpty ? "; this route takes no body" : "; known: \(allowed.sorted().joined(separator: ", "))")))
+        }
+        switch route {
+        case .unknown:
+            return refuse(.error(404, "not_found", "no such route"))
+        case .transition(let command, let ride):
+            guard ClientCodec.isValidRideID(ride) else { return refuse(badRideID) }
+            var metres: Int64?
+            if let d = fields["distance"] {
+                guard let m = d.int, m >= 0 else { return refuse(.error(400, "bad_request", "\"distance\" is a whole number of metres, 0 or more")) }
+                metres = m
+            }
+            return .success(.command(command, ride: ride, metres: metres))
+        case .create:
+            guard let rider = fields["rider"]?.string, isValidRider(rider) else {
+                return refuse(.error(400, "bad_request", "\"rider\" is required: the rider's id (their tokens' sub), 1-\(maxRiderBytes) bytes"))
+            }
+            var ride: String?
+            if let r = fields["ride"] {
+                guard let s = r.string, ClientCodec.isValidRideID(s) else { return refuse(badRideID) }
+                ride = s
+            }
+            var plan: String?
+            if let p = fields["plan"] {
+                guard let s = p.string, !s.isEmpty else { return refuse(.error(400, "bad_request", "\"plan\" is a plan id (see GET /plans)")) }
+                plan = s
+            }
+            var limit: Int64?
+            if let l = fields["limit"] {
+                guard let n = l.int, n > 0 else { return refuse(.error(400, "bad_request", "\"limit\" is a whole number of seconds, more than 0")) }
+                limit = n
+            }
+            return .success(.start(ride: ride, plan: plan, limit: limit, owner: rider))
+        }
+    }
+
+    package static let maxRiderBytes = 128
+
+    static func isValidRider(_ s: String) -> Bool {
+        (1...maxRiderBytes).contains(s.utf8.count) && !s.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
+    }
+
+    static let badRideID = HTTPAnswer.error(400, "bad_request", "a ride id is 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :")
+
+    static func refuse<T>(_ a: HTTPAnswer) -> Result<T, HTTPRefusalAnswer> { .failure(HTTPRefusalAnswer(a)) }
+}
+
+private extension UInt8 {
+    var isJSONSpace: Bool { self == 0x20 || self == 0x0a || self == 0x0d || self == 0x09 }
+}
+
+/// A server API POST while its body arrives: what the headers said, and the body so far,
+/// kept to one byte past the limit (enough to refuse it as too large).
+package struct ServerAPIBody: Sendable {
+    package let path: String
+    package let idempotencyKey: String?
+    package let token: String?
+    package private(set) var bytes: [UInt8] = []
+
+    package init(path: String, idempotencyKey: String?, token: String?) {
+        self.path = path
+        self.idempotencyKey = idempotencyKey
+        self.token = token
+    }
+
+    package mutating func append(_ chunk: UnsafeRawBufferPointer) {
+        let room = ServerAPIRequest.maxBody + 1 - bytes.count
+        if room > 0 { bytes.append(contentsOf: chunk.prefix(room)) }
+    }
+}
