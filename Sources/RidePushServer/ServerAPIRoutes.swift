@@ -66,7 +66,7 @@ extension Requester {
     /// The store worker's answer to this requester: a ride.v1 frame to a session, or an HTTP
     /// answer (packed by ServerAPIIdempotency) to a server API request.
     func reply(_ bytes: [UInt8], ride: LiveRide?) -> ShardEvent {
-        guard let http else { return .reply(session, bytes, ride: ride) }
+        guard http != nil else { return .reply(session, bytes, ride: ride) }
         return answer(ServerAPIIdempotency.unpacked(bytes))
     }
 

@@ -1,0 +1,147 @@
+import XCTest
+import RideAuth
+@testable import RideCore
+import RideProtocol
+@testable import RidePushServer
+import RideService
+import RideStore
+
+/// The server API through the store worker's turn by hand (no sockets, a clock advanced by
+/// hand): answered only after the commit, replayed byte for byte from memory or the store,
+/// 422 for a reused key, ownership and the cap as for ride.v1, and pushes to watchers.
+final class ServerAPICoordinatorTests: XCTestCase {
+    let t0: UnixMillis = 1_764_430_000_000
+    let secret = Array("0123456789abcdef0123456789abcdef".utf8)
+    let wall: Int64 = 1_764_430_000
+
+    func call(_ path: String, _ body: String = "", key: String = "k-1", sub: String? = nil, ops: Bool = false) -> ServerAPICall {
+        let token = sub.map { TokenSigner(secret: secret).sign(TokenClaims(sub: $0, scope: .control, ops: ops, exp: wall + 600)) }
+        guard case .success(let c) = ServerAPIRequest.admit(method: "POST", path: path, idempotencyKey: key, token: token,
+                                                             body: Array(body.utf8), verifier: sub == nil ? nil : TokenVerifier(secret: secret), wall: wall)
+        else { fatalError("refused at admission: \(path) \(body)") }
+        return c
+    }
+
+    /// Submits `calls` as one group from thread 0 under tokens 1, 2, …; the HTTP answers by token.
+    @discardableResult
+    func run(_ h: Harness, _ calls: ServerAPICall...) -> [HTTPAnswer] {
+        h.events = [[], []]
+        for (i, c) in calls.enumerated() { h.registry.submit(.api(c, from: Requester(shard: 0, session: 0, http: UInt64(i + 1)))) }
+        h.run()
+        let answers = h.events[0].compactMap { e -> (UInt64, HTTPAnswer)? in
+            if case .httpAnswer(let t, let s, let b) = e { return (t, HTTPAnswer(status: s, body: b)) } else { return nil }
+        }
+        XCTAssertEqual(answers.map(\.0), Array(1...UInt64(calls.count)), "one answer per request, in order")
+        return answers.map(\.1)
+    }
+
+    func json(_ a: HTTPAnswer) -> JSON { try! JSON.parse(a.body) }
+    func code(_ a: HTTPAnswer) -> String? { json(a)["error"]?["code"]?.string }
+
+    func testCreateIsAnsweredAfterTheCommitWithTheRideDocumentAndRepliedTheSameBytesLater() throws {
+        let clock = ManualClock(t0)
+        let h = Harness(clock)
+        let create = call("/v1/rides", #"{"rider":"alice","ride":"r-1","limit":600}"#)
+        h.registry.submit(.api(create, from: Requester(shard: 0, session: 0, http: 7)))
+        XCTAssertTrue(h.events.allSatisfy(\.isEmpty), "nobody told before the commit")
+        h.run()
+        XCTAssertEqual(h.store.commits.count, 1)
+        guard case .httpAnswer(7, let status, let body) = h.events[0].first else { return XCTFail("\(h.events)") }
+        let first = HTTPAnswer(status: status, body: body)
+        XCTAssertEqual(first.status, 201)
+        // Exactly GET /rides/{id}'s document at the decision.
+        let ride = try XCTUnwrap(h.registry.find("r-1"))
+        XCTAssertEqual(first.body, ServerMessages.rideDocument(ride: h.registry.snapshot(ride), plan: .standard, at: t0))
+        XCTAssertEqual(json(first)["owner"]?.string, "alice")
+        XCTAssertEqual(json(first)["state"]?.string, "riding")
+        // Stored in the reply table under the key, with the request's fingerprint.
+        let stored = try XCTUnwrap(try h.store.reply(for: create.key))
+        XCTAssertEqual(stored.request, create.fingerprint)
+        XCTAssertEqual(ServerAPIIdempotency.unpacked(stored.bytes), first)
+
+        clock.advance(seconds: 30)
+        XCTAssertEqual(run(h, create), [first], "replayed from memory: same status, same bytes, though the fare moved on")
+        XCTAssertEqual(h.store.commits.count, 1, "applied once")
+        // A restarted node (or another node on the same store) knows only the store.
+        h.coordinator = StoreCoordinator(book: RideBook(plans: [.standard]), registry: h.registry, clock: clock, metrics: Metrics()) {
+            [unowned h] i, e in h.events[i] += e
+        }
+        XCTAssertEqual(run(h, create), [first], "replayed from the store")
+        XCTAssertEqual(h.store.commits.count, 1)
+    }
+
+    func testTheSameKeyWithAnotherBodyIs422AndAppliesNothing() {
+        let h = Harness(ManualClock(t0))
+        XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-1"}"#)).map(\.status), [201])
+        let reused = run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-2"}"#))
+        XCTAssertEqual(reused.map(\.status), [422])
+        XCTAssertEqual(reused.map(code), ["idempotency_key_reused"])
+        XCTAssertNil(h.registry.find("r-2"))
+        // The same key on another path is another request too.
+        XCTAssertEqual(run(h, call("/v1/rides/r-1/end")).map(code), ["idempotency_key_reused"])
+        XCTAssertEqual(h.registry.find("r-1").map { h.registry.snapshot($0).state }, .riding)
+        XCTAssertEqual(h.store.commits.count, 1)
+    }
+
+    func testTransitionsAndTheirErrorsAndWatchersArePushed() {
+        let clock = ManualClock(t0)
+        let h = Harness(clock)
+        run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-1"}"#, key: "c"))
+        clock.advance(seconds: 60)
+        let paused = run(h, call("/v1/rides/r-1/pause", key: "p"))
+        XCTAssertEqual(paused.map(\.status), [200])
+        XCTAssertEqual(json(paused[0])["state"]?.string, "paused")
+        XCTAssertEqual(h.pushes(1).count, 1, "watchers on the other thread get the transition as a ride.v1 push")
+        XCTAssertEqual(h.json(h.pushes(1)[0])["state"]?.string, "paused")
+        let again = run(h, call("/v1/rides/r-1/pause", key: "p2"))
+        XCTAssertEqual(again.map { "\($0.status) \(code($0) ?? "")" }, ["409 invalid_transition"])
+        XCTAssertEqual(run(h, call("/v1/rides/r-9/end", key: "e9")).map { "\($0.status) \(code($0) ?? "")" }, ["404 ride_not_found"])
+        XCTAssertEqual(run(h, call("/v1/rides/r-1/resume", key: "r")).map(\.status), [200])
+        clock.advance(seconds: 60)
+        let ended = run(h, call("/v1/rides/r-1/end", #"{"distance":1200}"#, key: "e"))
+        XCTAssertEqual(ended.map(\.status), [200])
+        XCTAssertEqual(json(ended[0])["receipt"]?["distance"]?.int, 1200)
+        XCTAssertEqual(json(ended[0])["receipt"]?["reason"]?.string, "rider")
+        XCTAssertEqual(run(h, call("/v1/rides/r-1/end", #"{"distance":1200}"#, key: "e")), ended, "a retried end: the receipt again")
+    }
+
+    func testARiderActsOnItsOwnRidesOnlyAndOpsOnAny() {
+        let h = Harness(ManualClock(t0))
+        XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-a"}"#, sub: "alice")).map(\.status), [201])
+        let bob = run(h, call("/v1/rides/r-a/pause", key: "p", sub: "bob"))
+        XCTAssertEqual(bob.map { "\($0.status) \(code($0) ?? "")" }, ["403 forbidden"])
+        XCTAssertEqual(run(h, call("/v1/rides/r-a/pause", key: "p", sub: "alice")).map(\.status), [200])
+        let ops = run(h, call("/v1/rides/r-a/end", key: "e", sub: "backend", ops: true))
+        XCTAssertEqual(ops.map(\.status), [200])
+        XCTAssertEqual(json(ops[0])["receipt"]?["reason"]?.string, "operator", "the receipt says who ended it")
+    }
+
+    func testTheOpenRidesCapExemptsOpsTokens() {
+        let h = Harness(ManualClock(t0), maxOpenRides: 1)
+        XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice"}"#, key: "1", sub: "alice")).map(\.status), [201])
+        let capped = run(h, call("/v1/rides", #"{"rider":"alice"}"#, key: "2", sub: "alice"))
+        XCTAssertEqual(capped.map { "\($0.status) \(code($0) ?? "")" }, ["429 too_many_rides"])
+        XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice"}"#, key: "3", sub: "backend", ops: true)).map(\.status), [201])
+        XCTAssertEqual(h.registry.openRides(of: "alice"), 2)
+    }
+
+    func testAFailedCommitIs503AndTheRetryApplies() {
+        let h = Harness(ManualClock(t0))
+        h.store.failNext = StoreError(.unavailable, "disk full")
+        let create = call("/v1/rides", #"{"rider":"alice","ride":"r-1"}"#)
+        let failed = run(h, create)
+        XCTAssertEqual(failed.map { "\($0.status) \(code($0) ?? "")" }, ["503 unavailable"])
+        XCTAssertNil(h.registry.find("r-1"))
+        XCTAssertEqual(run(h, create).map(\.status), [201])
+    }
+
+    func testTheSameKeyTwiceInOneGroupIsAppliedOnceAndBothGetTheSameAnswer() {
+        let h = Harness(ManualClock(t0))
+        let create = call("/v1/rides", #"{"rider":"alice"}"#)
+        let answers = run(h, create, create)
+        XCTAssertEqual(answers.map(\.status), [201, 201])
+        XCTAssertEqual(answers[0], answers[1])
+        XCTAssertEqual(h.store.commits.map(\.count), [1])
+        XCTAssertEqual(h.registry.openRides(of: "alice"), 1, "one ride, though no ride id was given")
+    }
+}

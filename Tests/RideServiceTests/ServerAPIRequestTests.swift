@@ -1,0 +1,142 @@
+import XCTest
+import RideAuth
+import RideCore
+import RideProtocol
+import RideStore
+@testable import RideService
+
+/// The server API's admission and idempotency as request in, decision out, without a socket:
+/// route and method before the token, the token before the key, the key before the body, and
+/// what a token may start; keys scoped by subject; fingerprints by method, path and body.
+final class ServerAPIRequestTests: XCTestCase {
+    let signer = TokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+    let verifier = TokenVerifier(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+    let wall: Int64 = 1_764_430_000
+
+    func token(_ sub: String, _ scope: RideAuth.Scope = .control, ops: Bool = false) -> String {
+        signer.sign(TokenClaims(sub: sub, scope: scope, ops: ops, exp: wall + 600))
+    }
+
+    func admit(_ path: String, _ body: String = "", method: String = "POST", key: String? = "k-1", token: String? = nil,
+               auth: Bool = true) -> Result<ServerAPICall, HTTPRefusalAnswer> {
+        ServerAPIRequest.admit(method: method, path: path, idempotencyKey: key, token: token, body: Array(body.utf8),
+                               verifier: auth ? verifier : nil, wall: wall)
+    }
+
+    func refusal(_ r: Result<ServerAPICall, HTTPRefusalAnswer>, file: StaticString = #filePath, line: UInt = #line) -> (UInt32, String)? {
+        guard case .failure(let f) = r else { XCTFail("admitted", file: file, line: line); return nil }
+        let code = (try? JSON.parse(f.answer.body))?["error"]?["code"]?.string ?? "?"
+        return (f.answer.status, code)
+    }
+
+    func call(_ r: Result<ServerAPICall, HTTPRefusalAnswer>, file: StaticString = #filePath, line: UInt = #line) throws -> ServerAPICall {
+        switch r {
+        case .success(let c): return c
+        case .failure(let f): XCTFail(String(decoding: f.answer.body, as: UTF8.self), file: file, line: line); throw f
+        }
+    }
+
+    func testRoutesAreKnownByPathSoAWrongMethodIs405() {
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides"), .create)
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1/end"), .transition(.end, ride: "r-1"))
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1/pause"), .transition(.pause, ride: "r-1"))
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1"), .unknown)
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1/fly"), .unknown)
+        XCTAssertNil(ServerAPIRoute(path: "/v1/ridesx"))
+        XCTAssertNil(ServerAPIRoute(path: "/rides/r-1"))
+        // Method before token: a GET without any token is told the method, not 401.
+        XCTAssertEqual(refusal(admit("/v1/rides", method: "GET", key: nil))?.0, 405)
+        XCTAssertEqual(refusal(admit("/v1/rides/r/fly", key: nil))?.0, 404)
+    }
+
+    func testTokenThenKeyThenBodyEachRefusedWithItsOwnAnswer() {
+        XCTAssertEqual(refusal(admit("/v1/rides", "{", key: nil, token: nil))?.1, "unauthorized")
+        XCTAssertEqual(refusal(admit("/v1/rides", "{", key: nil, token: "x.y.z"))?.1, "unauthorized")
+        let alice = token("alice")
+        XCTAssertEqual(refusal(admit("/v1/rides", "{", key: nil, token: alice)).map { "\($0.0) \($0.1)" }, "400 bad_request")
+        XCTAssertEqual(refusal(admit("/v1/rides", "{", key: "", token: alice))?.0, 400)
+        XCTAssertEqual(refusal(admit("/v1/rides", "{", key: String(repeating: "k", count: 65), token: alice))?.0, 400)
+        // 64 bytes is a key; the body is then what is wrong.
+        XCTAssertEqual(refusal(admit("/v1/rides", "{", key: String(repeating: "k", count: 64), token: alice))?.1, "bad_request")
+        XCTAssertEqual(refusal(admit("/v1/rides", String(repeating: " ", count: 4097), token: alice))?.0, 413)
+    }
+
+    func testBodiesAreStrictSoAMisspeltFieldIsNotIgnored() throws {
+        let cases: [(String, String)] = [
+            ("/v1/rides", #"{"rider":"alice","limt":60}"#), ("/v1/rides", #"{"ride":"r-1"}"#), ("/v1/rides", #"{"rider":""}"#),
+            ("/v1/rides", #"{"rider":"alice","ride":"a b"}"#), ("/v1/rides", #"{"rider":"alice","limit":0}"#),
+            ("/v1/rides", #"{"rider":"alice","limit":1.5}"#), ("/v1/rides", "[]"), ("/v1/rides", "not json"),
+            ("/v1/rides/r-1/end", #"{"distance":-1}"#), ("/v1/rides/r-1/pause", #"{"distance":5}"#),
+            ("/v1/rides/bad%20id/end", ""),
+        ]
+        for (path, body) in cases {
+            XCTAssertEqual(refusal(admit(path, body, auth: false)).map { "\($0.0) \($0.1)" }, "400 bad_request", "\(path) \(body)")
+        }
+        XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"alice","ride":"r-9","plan":"p","limit":60}"#, auth: false)).request,
+                       .start(ride: "r-9", plan: "p", limit: 60, owner: "alice"))
+        XCTAssertEqual(try call(admit("/v1/rides/r-9/end", #"{"distance":1200}"#, auth: false)).request,
+                       .command(.end, ride: "r-9", metres: 1200))
+        XCTAssertEqual(try call(admit("/v1/rides/r-9/pause", " {} ", auth: false)).request, .command(.pause, ride: "r-9", metres: nil))
+        XCTAssertEqual(try call(admit("/v1/rides/r-9/resume", "", auth: false)).successStatus, 200)
+        XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"a"}"#, auth: false)).successStatus, 201)
+    }
+
+    func testARiderStartsItsOwnRidesOnlyOpsAnyAndWatchTokensNone() throws {
+        let body = #"{"rider":"bob"}"#
+        XCTAssertEqual(refusal(admit("/v1/rides", body, token: token("alice")))?.1, "forbidden")
+        XCTAssertEqual(refusal(admit("/v1/rides", body, token: token("bob", .watch)))?.1, "forbidden")
+        XCTAssertEqual(refusal(admit("/v1/rides/r-1/end", "", token: token("bob", .watch)))?.1, "forbidden")
+        XCTAssertEqual(try call(admit("/v1/rides", body, token: token("bob"))).access?.rider, "bob")
+        let ops = try call(admit("/v1/rides", body, token: token("backend", ops: true)))
+        XCTAssertEqual(ops.request, .start(ride: nil, plan: nil, limit: nil, owner: "bob"), "the ride is the rider's, not the backend's")
+        XCTAssertEqual(ops.key.scope, "backend", "the key is the caller's")
+    }
+
+    func testKeysAreScopedBySubjectAndFingerprintsSeeMethodPathAndBody() throws {
+        let a = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice")))
+        let a2 = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice")))
+        XCTAssertEqual(a.key, a2.key)
+        XCTAssertEqual(a.fingerprint, a2.fingerprint)
+        XCTAssertTrue(a.key.id.hasPrefix("http:") && a.key.id.count == 69, a.key.id)
+        let other = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice", ops: true)))
+        XCTAssertEqual(other.key, a.key, "the same subject: the same key whatever else the token says")
+        let b = try call(admit("/v1/rides", #"{"rider":"bob"}"#, token: token("bob")))
+        XCTAssertNotEqual(b.key.id, a.key.id)
+        XCTAssertNotEqual(ServerAPIIdempotency.replyKey(subject: "ab", key: "c").id, ServerAPIIdempotency.replyKey(subject: "a", key: "bc").id)
+        XCTAssertNotEqual(try call(admit("/v1/rides", #"{"rider":"alice", "limit":5}"#, token: token("alice"))).fingerprint, a.fingerprint)
+        XCTAssertNotEqual(ServerAPIIdempotency.fingerprint(method: "POST", path: "/v1/rides/r/end", body: []),
+                          ServerAPIIdempotency.fingerprint(method: "POST", path: "/v1/rides/r/pause", body: []))
+        // Known answer: SHA-256 of "POST /v1/rides\n{}".
+        XCTAssertEqual(ServerAPIIdempotency.fingerprint(method: "POST", path: "/v1/rides", body: Array("{}".utf8)),
+                       "http " + Digest.sha256Hex(Array("POST /v1/rides\n{}".utf8)))
+        XCTAssertEqual(Digest.sha256Hex([]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    func testAStoredAnswerReplaysItsStatusAndBytesAndAnotherRequestIs422() {
+        let answer = HTTPAnswer(status: 201, body: Array(#"{"ride":"r-1"}"#.utf8))
+        let packed = ServerAPIIdempotency.packed(answer)
+        XCTAssertEqual(String(decoding: packed, as: UTF8.self), #"201 {"ride":"r-1"}"#)
+        XCTAssertEqual(ServerAPIIdempotency.unpacked(packed), answer)
+        let earlier = RideBook.Earlier(request: "http abc", bytes: packed)
+        XCTAssertEqual(ServerAPIIdempotency.again(earlier, fingerprint: "http abc"), answer)
+        let reused = ServerAPIIdempotency.again(earlier, fingerprint: "http abd")
+        XCTAssertEqual(reused.status, 422)
+        XCTAssertEqual((try? JSON.parse(reused.body))?["error"]?["code"]?.string, "idempotency_key_reused")
+        // A ride.v1 reply (no fingerprint kept, or words) is never replayed as an HTTP answer.
+        XCTAssertEqual(ServerAPIIdempotency.again(RideBook.Earlier(request: nil, bytes: packed), fingerprint: "http abc").status, 422)
+    }
+
+    func testRefusalsMapToStatuses() {
+        XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.invalidTransition, "x")).status, 409)
+        XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.rideNotFound, "x")).status, 404)
+        XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.forbidden, "x")).status, 403)
+        XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.tooManyRides, "x")).status, 429)
+        XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.planNotFound, "x")).status, 400)
+        XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.unavailable, "x")).status, 503)
+        let inFlight = ServerAPIAnswer.notRecorded(StoreError(.replyAlreadyRecorded, "dup"), type: "end")
+        XCTAssertEqual(inFlight.status, 409)
+        XCTAssertEqual((try? JSON.parse(inFlight.body))?["error"]?["code"]?.string, "idempotency_key_in_flight")
+        XCTAssertEqual(ServerAPIAnswer.notRecorded(StoreError(.notNext, "seq"), type: "end").status, 409)
+        XCTAssertEqual(ServerAPIAnswer.notRecorded(StoreError(.unavailable, "disk"), type: "end").status, 503)
+    }
+}
