@@ -1,0 +1,231 @@
+"""The server API (issue 27, item 1) against the real binary: POST /v1/rides and
+/v1/rides/{id}/pause|resume|end with Idempotency-Key, over HTTP/1.1 (Debian's lws 4.1.6 fails
+POST bodies over HTTP/2). Replays are compared byte for byte; watchers, webhooks, a restart
+on a SQLite file and two nodes on one PostgreSQL see what the API did. Every wait is bounded."""
+import http.client
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from pg import pg_db, postgres  # noqa: F401 (fixtures)
+from rp import Client, Server
+from test_security import ENV, control, watch
+from test_webhooks import SECRET as WEBHOOK_SECRET, TYPES, Receiver
+
+
+def post(srv, path, body=None, key="auto", token=None, method="POST", raw=None):
+    """(status, raw body bytes, headers) of one request on its own HTTP/1.1 connection."""
+    headers = {"Content-Type": "application/json"}
+    if key == "auto":
+        key = str(uuid.uuid4())
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    try:
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        return r.status, r.read(), r.headers
+    finally:
+        conn.close()
+
+
+def err(body):
+    return json.loads(body)["error"]["code"]
+
+
+@pytest.fixture(scope="module")
+def srv():
+    with Server(auth="jwt", env=ENV) as s:
+        yield s
+
+
+def rid(tag):
+    return "api-%s-%d" % (tag, time.monotonic_ns() % 10**9)
+
+
+def test_create_replay_reuse_and_the_answer_is_the_ride_as_get_returns_it(srv):
+    alice, ride = control("alice"), rid("c")
+    body = {"rider": "alice", "ride": ride, "limit": 1800}
+    status, first, headers = post(srv, "/v1/rides", body, key="create-" + ride, token=alice)
+    assert status == 201 and headers["Content-Type"] == "application/json", first
+    doc = json.loads(first)
+    assert (doc["ride"], doc["owner"], doc["state"]) == (ride, "alice", "riding")
+    _, got, _ = srv.get("/rides/" + ride, headers={"Authorization": "Bearer " + alice})
+    assert set(got) == set(doc) and {k: got[k] for k in ("ride", "owner", "state", "started_at", "plan")} == \
+        {k: doc[k] for k in ("ride", "owner", "state", "started_at", "plan")}
+    time.sleep(1.1)  # the fare and `at` move on; the replay must not
+    status2, again, _ = post(srv, "/v1/rides", body, key="create-" + ride, token=alice)
+    assert (status2, again) == (201, first), "replay: the same status and bytes"
+    status3, reused, _ = post(srv, "/v1/rides", dict(body, limit=60), key="create-" + ride, token=alice)
+    assert (status3, err(reused)) == (422, "idempotency_key_reused")
+    # The key is the caller's: another subject's same key is another request.
+    status4, bobs, _ = post(srv, "/v1/rides", {"rider": "bob"}, key="create-" + ride, token=control("bob"))
+    assert status4 == 201 and json.loads(bobs)["owner"] == "bob"
+
+
+def test_each_transition_and_its_errors(srv):
+    alice, ride = control("alice"), rid("t")
+    assert post(srv, "/v1/rides", {"rider": "alice", "ride": ride}, token=alice)[0] == 201
+    for verb, state in (("pause", "paused"), ("resume", "riding")):
+        status, body, _ = post(srv, "/v1/rides/%s/%s" % (ride, verb), token=alice)
+        assert status == 200 and json.loads(body)["state"] == state, body
+    status, body, _ = post(srv, "/v1/rides/%s/resume" % ride, token=alice)
+    assert (status, err(body)) == (409, "invalid_transition")
+    status, body, _ = post(srv, "/v1/rides/%s/end" % ride, {"distance": 1200}, token=alice)
+    ended = json.loads(body)
+    assert status == 200 and ended["state"] == "ended" and ended["receipt"]["distance"] == 1200, body
+    assert ended["receipt"]["reason"] == "rider"
+    for verb in ("pause", "end"):
+        status, body, _ = post(srv, "/v1/rides/%s/%s" % (ride, verb), token=alice)
+        assert (status, err(body)) == (409, "invalid_transition")
+    status, body, _ = post(srv, "/v1/rides/no-such-ride/end", token=alice)
+    assert (status, err(body)) == (404, "ride_not_found")
+    # Duplicate ride id (another key): a conflict, not the first ride's answer.
+    status, body, _ = post(srv, "/v1/rides", {"rider": "alice", "ride": ride}, token=alice)
+    assert (status, err(body)) == (409, "conflict")
+
+
+def test_refusals_before_anything_is_decided(srv):
+    alice = control("alice")
+    cases = [
+        (dict(path="/v1/rides", body={"rider": "alice"}, key=None, token=alice), 400, "bad_request"),
+        (dict(path="/v1/rides", body={"rider": "alice"}, key="k" * 65, token=alice), 400, "bad_request"),
+        (dict(path="/v1/rides", body={"rider": "alice"}, token=None), 401, "unauthorized"),
+        (dict(path="/v1/rides", body={"rider": "alice"}, token="not.a.token"), 401, "unauthorized"),
+        (dict(path="/v1/rides", body={"rider": "alice", "limt": 5}, token=alice), 400, "bad_request"),
+        (dict(path="/v1/rides", raw=b"{not json", token=alice), 400, "bad_request"),
+        (dict(path="/v1/rides", raw=b" " * 5000, token=alice), 413, "too_large"),
+        (dict(path="/v1/rides", body={"rider": "bob"}, token=alice), 403, "forbidden"),
+        (dict(path="/v1/rides", body={"rider": "alice"}, token=watch("alice")), 403, "forbidden"),
+        (dict(path="/v1/rides/x/fly", token=alice), 404, "not_found"),
+        (dict(path="/v1/rides", method="GET", key=None), 405, "method_not_allowed"),
+        (dict(path="/v1/rides/x/end", method="GET", key=None), 405, "method_not_allowed"),
+        (dict(path="/v1/rides/x/end", method="PUT", key=None), 405, "method_not_allowed"),
+    ]
+    for kw, status, code in cases:
+        path = kw.pop("path")
+        got, body, headers = post(srv, path, **kw)
+        assert (got, err(body)) == (status, code), (path, kw, body)
+        if status == 405 and kw.get("method") == "GET":
+            assert headers["Allow"] == "POST"
+    assert post(srv, "/v1/rides", {"rider": "alice"}, key="k" * 64, token=alice)[0] == 201, "64 bytes is a key"
+
+
+def test_another_riders_ride_is_403_and_an_ops_token_acts_on_any(srv):
+    ride = rid("o")
+    assert post(srv, "/v1/rides", {"rider": "alice", "ride": ride}, token=control("alice"))[0] == 201
+    status, body, _ = post(srv, "/v1/rides/%s/pause" % ride, token=control("bob"))
+    assert (status, err(body)) == (403, "forbidden")
+    assert post(srv, "/v1/rides/%s/pause" % ride, token=watch("alice"))[0] == 403
+    # The operator's backend: starts rides for any rider and ends any ride.
+    backend = control("backend", ops=True)
+    other = rid("o2")
+    status, body, _ = post(srv, "/v1/rides", {"rider": "carol", "ride": other}, token=backend)
+    assert status == 201 and json.loads(body)["owner"] == "carol"
+    status, body, _ = post(srv, "/v1/rides/%s/end" % ride, token=backend)
+    assert status == 200 and json.loads(body)["receipt"]["reason"] == "operator"
+
+
+def test_the_riders_websocket_sees_api_transitions_and_controls_the_ride(srv):
+    alice, ride = control("alice"), rid("w")
+    backend = control("backend", ops=True)
+    assert post(srv, "/v1/rides", {"rider": "alice", "ride": ride}, token=backend)[0] == 201
+    with Client(srv.ws + "?token=" + alice) as app:
+        assert app.request({"type": "subscribe", "ride": ride})["state"] == "riding"
+        for verb, state in (("pause", "paused"), ("resume", "riding")):
+            assert post(srv, "/v1/rides/%s/%s" % (ride, verb), token=backend)[0] == 200
+            push = app.wait_for(lambda m: m["type"] == "state" and m.get("ride") == ride and m["state"] == state, timeout=3)
+            assert "id" not in push
+        # The rider's own token controls the API-started ride as if it had started it.
+        assert app.request({"type": "pause", "ride": ride})["state"] == "paused"
+        assert post(srv, "/v1/rides/%s/end" % ride, {"distance": 300}, token=backend)[0] == 200
+        push = app.wait_for(lambda m: m["type"] == "state" and m.get("ride") == ride and m["state"] == "ended", timeout=3)
+        assert push["receipt"]["distance"] == 300
+
+
+def test_a_retried_end_after_a_restart_gets_the_same_bytes(tmp_path):
+    store = str(tmp_path / "rides.db")
+    with Server(store=store) as srv:
+        assert post(srv, "/v1/rides", {"rider": "alice", "ride": "api-restart"}, key="c1")[0] == 201
+        status, ended, _ = post(srv, "/v1/rides/api-restart/end", {"distance": 50}, key="end-1")
+        assert status == 200
+    with Server(store=store) as srv:
+        status, again, _ = post(srv, "/v1/rides/api-restart/end", {"distance": 50}, key="end-1")
+        assert (status, again) == (200, ended), "the retry after a restart is the first answer"
+        status, body, _ = post(srv, "/v1/rides/api-restart/end", {"distance": 51}, key="end-1")
+        assert (status, err(body)) == (422, "idempotency_key_reused")
+        status, body, _ = post(srv, "/v1/rides/api-restart/end", {"distance": 50}, key="end-2")
+        assert (status, err(body)) == (409, "invalid_transition"), "a new key is a new request"
+
+
+def test_two_nodes_sharing_postgresql_give_the_same_answer_for_the_same_key(pg_db):
+    pg, db = pg_db
+    uri = pg.uri(db)
+    a, b = Server(store=uri).start(), Server(store=uri).start()
+    try:
+        status, first, _ = post(a, "/v1/rides", {"rider": "alice", "ride": "api-pg"}, key="pg-1")
+        assert status == 201
+        assert post(b, "/v1/rides", {"rider": "alice", "ride": "api-pg"}, key="pg-1")[:2] == (201, first)
+        assert post(b, "/v1/rides", {"rider": "alice", "ride": "api-pg2"}, key="pg-1")[0] == 422
+        # The same key on both nodes at once, no ride id: one ride is created, and every
+        # answer is that ride's (at once, or after a retry of a 409 idempotency_key_in_flight).
+        outcomes = []
+        for n in range(10):
+            key, results = "pg-race-%d" % n, {}
+            go = threading.Barrier(2)
+
+            def send(node):
+                go.wait(5)
+                results[node.port] = post(node, "/v1/rides", {"rider": "racer-%d" % n}, key=key)
+            threads = [threading.Thread(target=send, args=(node,)) for node in (a, b)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(15)
+            answers = list(results.values())
+            assert len(answers) == 2
+            ok = [body for status, body, _ in answers if status == 201]
+            assert ok, answers
+            outcomes.append(sorted("%d%s" % (st, " " + err(b) if st >= 400 else "") for st, b, _ in answers))
+            for status, body, _ in answers:
+                if status == 409:
+                    assert err(body) in ("idempotency_key_in_flight", "conflict"), body
+                    status, body, _ = post(b, "/v1/rides", {"rider": "racer-%d" % n}, key=key)
+                assert (status, body) == (201, ok[0]), answers
+        print("\nsame key on two nodes at once, statuses per round:", outcomes)
+        rides = pg.psql("SELECT count(*) FROM ridepush.rides WHERE owner LIKE 'racer-%'", db)
+        assert int(rides[0][0]) == 10, "one ride per key"
+        # A transition on B for the ride A started: the same bytes from A on retry.
+        status, ended, _ = post(b, "/v1/rides/api-pg/end", key="pg-end")
+        assert status == 200
+        assert post(a, "/v1/rides/api-pg/end", key="pg-end")[:2] == (200, ended)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_api_transitions_fire_webhooks(tmp_path):
+    secret = tmp_path / "webhook.secret"
+    secret.write_text(WEBHOOK_SECRET + "\n")
+    rx = Receiver()
+    try:
+        with Server("--webhook", rx.url, "--webhook-secret-file", str(secret)) as srv:
+            assert post(srv, "/v1/rides", {"rider": "alice", "ride": "api-hook"})[0] == 201
+            for verb in ("pause", "resume"):
+                assert post(srv, "/v1/rides/api-hook/" + verb)[0] == 200
+            status, ended, _ = post(srv, "/v1/rides/api-hook/end", {"distance": 900}, key="hook-end")
+            assert status == 200
+            # A replay writes no second event.
+            assert post(srv, "/v1/rides/api-hook/end", {"distance": 900}, key="hook-end")[:2] == (200, ended)
+            got = rx.wait_delivered(4, timeout=20)
+            time.sleep(0.5)
+        assert [e["type"] for e in rx.log] == TYPES and all(e["verified"] for e in rx.log), rx.log
+        assert got[-1]["event"]["ride"]["receipt"] == json.loads(ended)["receipt"]
+    finally:
+        rx.close()
