@@ -4,6 +4,8 @@ POST bodies over HTTP/2). Replays are compared byte for byte; watchers, webhooks
 on a SQLite file and two nodes on one PostgreSQL see what the API did. Every wait is bounded."""
 import http.client
 import json
+import os
+import re
 import threading
 import time
 import uuid
@@ -11,7 +13,9 @@ import uuid
 import pytest
 
 from pg import pg_db, postgres  # noqa: F401 (fixtures)
-from rp import Client, Server
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from rp import ROOT, Client, Server
 from test_security import ENV, control, watch
 from test_webhooks import SECRET as WEBHOOK_SECRET, TYPES, Receiver
 
@@ -229,3 +233,70 @@ def test_api_transitions_fire_webhooks(tmp_path):
         assert got[-1]["event"]["ride"]["receipt"] == json.loads(ended)["receipt"]
     finally:
         rx.close()
+
+
+def readme_backend():
+    """The Python block of README's "In an operator's stack" section."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## In an operator's stack"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = [b for b in re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M) if "def rent(" in b]
+    assert len(blocks) == 1, "one backend example in the section"
+    return blocks[0]
+
+
+def test_the_readme_backend_example_runs(tmp_path, monkeypatch):
+    secret = tmp_path / "webhook.secret"
+    secret.write_text(WEBHOOK_SECRET + "\n")
+    monkeypatch.setenv("RIDEPUSH_OPS_TOKEN", control("rentals-backend", ops=True))
+    monkeypatch.setenv("RIDEPUSH_WEBHOOK_SECRET_FILE", str(secret))
+    backend, charges, answered, lock = {}, [], [], threading.Lock()
+
+    def charge(rider, amount, currency, idempotency_key):
+        with lock:
+            charges.append((rider, amount, currency, idempotency_key))
+
+    class Hook(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            status = backend["on_webhook"](self.headers["RidePush-Signature"], body, charge)
+            with lock:
+                answered.append((json.loads(body)["type"], status, body, self.headers["RidePush-Signature"]))
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    hooks = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hooks.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d/ridepush" % hooks.server_address[1]
+        with Server("--webhook", url, "--webhook-secret-file", str(secret), auth="jwt", env=ENV,
+                    store=str(tmp_path / "rides.db")) as srv:
+            monkeypatch.setenv("RIDEPUSH_URL", srv.http)
+            exec(compile(readme_backend(), "README.md (In an operator's stack)", "exec"), backend)
+            rental, ride = backend["rent"]("alice", "7")
+            with Client(srv.ws + "?token=" + control("alice")) as app:
+                watched = app.request({"type": "subscribe", "ride": ride})
+                assert (watched["state"], watched["owner"]) == ("riding", "alice")
+                ended = backend["end_rental"](rental, ride, 1200)
+                assert ended["state"] == "ended" and ended["receipt"]["distance"] == 1200
+                push = app.wait_for(lambda m: m["type"] == "state" and m["state"] == "ended", timeout=3)
+                assert push["receipt"] == ended["receipt"]
+                assert backend["end_rental"](rental, ride, 1200) == ended, "a retried end: the same answer"
+            deadline = time.monotonic() + 15
+            while not charges and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert [(t, st) for t, st, _, _ in answered] == [("ride.started", 204), ("ride.ended", 204)], answered
+        assert len(charges) == 1 and charges[0][:3] == ("alice", ended["receipt"]["fare"], "KRW"), charges
+        assert charges[0][3].startswith("evt_")
+        # The receiver refuses a body that is not the one signed.
+        _, _, body, signature = answered[-1]
+        assert backend["on_webhook"](signature, body.replace(b"alice", b"mallory"), charge) == 400
+        assert len(charges) == 1
+    finally:
+        hooks.shutdown()
+        hooks.server_close()
