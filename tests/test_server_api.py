@@ -112,6 +112,15 @@ def test_refusals_before_anything_is_decided(srv):
         (dict(path="/v1/rides/x/end", method="GET", key=None), 405, "method_not_allowed"),
         (dict(path="/v1/rides/x/end", method="PUT", key=None), 405, "method_not_allowed"),
     ]
+    # A chunked body (no Content-Length) is refused as such, not read as empty.
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    try:
+        conn.request("POST", "/v1/rides", body=iter([b'{"rider":"alice"}']), encode_chunked=True,
+                     headers={"Authorization": "Bearer " + alice, "Idempotency-Key": "chunked", "Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert (r.status, err(r.read())) == (400, "bad_request")
+    finally:
+        conn.close()
     for kw, status, code in cases:
         path = kw.pop("path")
         got, body, headers = post(srv, path, **kw)

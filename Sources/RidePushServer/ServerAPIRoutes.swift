@@ -11,17 +11,28 @@ extension Shard {
     /// path of no route a 404. nil: not the API's path.
     func serverAPI(_ wsi: OpaquePointer, _ path: String) -> Int32? {
         guard let route = ServerAPIRoute(path: path) else { return nil }
-        guard route != .unknown else {
-            answerAndClose(wsi, 404, errorJSON("not_found", "no such route: \(path)"))
-            return -1
-        }
+        // A POST is answered once its body is read (admission says 404 for a path of no route).
         guard lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 else {
-            answerAndClose(wsi, 405, errorJSON("method_not_allowed", "\(path) takes POST only"), allow: ServerAPIRequest.allow)
+            if route == .unknown {
+                answerAndClose(wsi, 404, errorJSON("not_found", "no such route: \(path)"))
+            } else {
+                answerAndClose(wsi, 405, errorJSON("method_not_allowed", "\(path) takes POST only"), allow: ServerAPIRequest.allow)
+            }
             return -1
         }
         var pending = ServerAPIBody(path: path, idempotencyKey: customHeader(wsi, "idempotency-key:"), token: requestToken(wsi))
-        // lws reads a body only when a length is declared; without one the body is empty.
-        if (header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH).flatMap { Int($0) } ?? 0) == 0 {
+        // lws reads a body only when a length is declared; without one the body is empty,
+        // and a chunked one is refused rather than taken for empty.
+        let length = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH).flatMap { Int($0) } ?? 0
+        if length == 0, header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) != nil {
+            // lws 4.1.6 reads no chunked request body: say so (answered like any other, not
+            // closed at once, which could reset the connection before the answer is read).
+            let a = HTTPAnswer.error(400, "bad_request", "send the body with a Content-Length; chunked bodies are not read")
+            deferredResponses[wsi] = (a.status, a.body)
+            lws_callback_on_writable(wsi)
+            return 0
+        }
+        if length == 0 {
             return serverAPIBodyDone(wsi, &pending)
         }
         apiBodies[wsi] = pending

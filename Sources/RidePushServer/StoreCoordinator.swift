@@ -373,7 +373,7 @@ final class StoreCoordinator: GroupCommitClient {
                     if c.isStart { registry.startSettled(rid, &v) }
                     if let failure {
                         if let to, to.http != nil {
-                            metrics.control(type, failure.kind.rawValue)
+                            metrics.control(type, failure.kind == .conflict ? "conflict" : failure.kind == .notFound ? "ride_not_found" : "unavailable")
                             events[to.shard].append(to.answer(ServerAPIAnswer.notRecorded(failure, type: type)))
                         } else if let to {
                             var code: ErrorCode = failure.kind == .conflict ? .conflict : failure.kind == .notFound ? .rideNotFound : .unavailable

@@ -16,8 +16,11 @@ final class FlakyStore: RideStore {
     let inner = MemoryStore()
     var failNext: StoreError?
     var commits: [[StoreWrite]] = []
+    /// Runs before each commit: another node's write landing between a group's reads and its commit.
+    var beforeCommit: (() -> Void)?
     func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
         if let e = failNext { failNext = nil; throw e }
+        beforeCommit?()
         commits.append(batch)
         return try inner.commit(batch)
     }

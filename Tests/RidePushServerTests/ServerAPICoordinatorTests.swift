@@ -144,4 +144,23 @@ final class ServerAPICoordinatorTests: XCTestCase {
         XCTAssertEqual(h.store.commits.map(\.count), [1])
         XCTAssertEqual(h.registry.openRides(of: "alice"), 1, "one ride, though no ride id was given")
     }
+
+    /// Another node commits the same key between this node's read of it and its commit: the
+    /// store refuses the write, the answer is 409 in flight, and the retry gets that node's answer.
+    func testAnotherNodeFirstWithTheSameKeyIs409InFlightAndTheRetryGetsItsAnswer() throws {
+        let h = Harness(ManualClock(t0))
+        let create = call("/v1/rides", #"{"rider":"alice"}"#)
+        let theirs = HTTPAnswer(status: 201, body: Array(#"{"ride":"r-theirs"}"#.utf8))
+        let t0 = self.t0
+        h.store.beforeCommit = { [unowned h] in
+            let ride = NewRide(id: "r-theirs", planID: "default", owner: "alice", limit: nil, startedAt: t0)
+            let reply = ReplyRecord(key: create.key, request: create.fingerprint, bytes: ServerAPIIdempotency.packed(theirs), at: t0)
+            XCTAssertEqual(try? h.store.inner.commit([.create(ride, reply: reply)]), [.written])
+            h.store.beforeCommit = nil
+        }
+        let raced = run(h, create)
+        XCTAssertEqual(raced.map { "\($0.status) \(code($0) ?? "")" }, ["409 idempotency_key_in_flight"])
+        XCTAssertEqual(h.registry.openRides(of: "alice"), 0, "this node's ride was not created")
+        XCTAssertEqual(run(h, create), [theirs], "the retry: the other node's answer")
+    }
 }
