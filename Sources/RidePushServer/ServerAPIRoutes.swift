@@ -72,14 +72,3 @@ extension Shard {
         return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
-
-extension Requester {
-    /// The store worker's answer to this requester: a ride.v1 frame to a session, or an HTTP
-    /// answer (packed by ServerAPIIdempotency) to a server API request.
-    func reply(_ bytes: [UInt8], ride: LiveRide?) -> ShardEvent {
-        guard http != nil else { return .reply(session, bytes, ride: ride) }
-        return answer(ServerAPIIdempotency.unpacked(bytes))
-    }
-
-    func answer(_ a: HTTPAnswer) -> ShardEvent { .httpAnswer(http ?? 0, a.status, a.body) }
-}
