@@ -1,3 +1,4 @@
+import RideService
 import CLibWebSockets
 
 // libwebsockets calls C function pointers; these top-level thunks find the Swift shard that

@@ -10,18 +10,18 @@ import Synchronization
 
 /// The server: shared state (registry, metrics, the ticker) and the service threads.
 public final class Hub: @unchecked Sendable {  // fields are set once in init; shared state is locked or atomic
-    let config: ServerConfig
-    let clock: RideClock
-    let metrics = Metrics()
-    let registry: RideRegistry
+    package let config: ServerConfig
+    package let clock: RideClock
+    package let metrics = Metrics()
+    package let registry: RideRegistry
     private(set) var shards: [Shard] = []
     let ticker: Ticker
-    let ops: OpsFeed
+    package let ops: OpsFeed
     /// Auth on: every token the server accepts is checked here (WebSocket, HTTP, upgrades).
-    let verifier: TokenVerifier?
+    package let verifier: TokenVerifier?
     /// Signs share links; nil without an HS256 secret.
-    let signer: TokenSigner?
-    var authRequired: Bool { verifier != nil }
+    package let signer: TokenSigner?
+    package var authRequired: Bool { verifier != nil }
     let publicDir: String
     let listener: Listener
     private let perAddress = Locked<[String: Int]>([:])
@@ -210,7 +210,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         storeWorker.start()
         webhookSender?.start()
         clusterFeed?.start()
-        let trimmer = HeapTrimmer(shards: shards)
+        let trimmer = HeapTrimmer(connections: { [shards] in shards.reduce(0) { $0 + $1.connectionCount.load(ordering: .relaxed) } },
+                                  trim: { _ = malloc_trim(0) })
         trimmer.start()
         let done = DispatchGroup()
         for shard in shards {

@@ -7,23 +7,6 @@ import RideProtocol
 import RideService
 import Synchronization
 
-/// Work handed to a service thread from another thread.
-enum ShardEvent: Sendable {
-    case tick(TickBatch)
-    /// A message for every subscriber of the ride on this thread, except session `except`.
-    case push(LiveRide, [UInt8], except: UInt64?)
-    /// The store worker's answer to one of a session's requests (after its commit). A state
-    /// reply for `ride` replaces the session's waiting tick of that ride.
-    case reply(UInt64, [UInt8], ride: LiveRide?)
-    /// A lookup the store worker answered: continue with the ride (nil: no such ride).
-    case found(UInt64, Continuation, LiveRide?, ProtocolError?)
-    /// For this thread's operators (OpsFeed.swift).
-    case ops(OpsItem)
-    /// An operator read's HTTP response for the connection waiting under the token (OpsRequests.swift).
-    case httpAnswer(UInt64, UInt32, [UInt8])
-    case shutdown
-}
-
 /// One libwebsockets context and the thread that services it. lws is single-threaded per
 /// context, so every lws call for this context happens on that thread; other threads hand
 /// work over through `mailbox` and `lws_cancel_service`.
@@ -498,15 +481,4 @@ struct TimerBox {
         guard let o = box.pointee.owner else { return nil }
         return Unmanaged<T>.fromOpaque(o).takeUnretainedValue()
     }
-}
-
-func monotonicMicros() -> Int64 { systemMicros(CLOCK_MONOTONIC) }
-
-func monotonicMillis() -> Int64 { monotonicMicros() / 1000 }
-
-/// A monotonic clock good to a few milliseconds, read without a system call.
-func coarseMillis() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
 }

@@ -3,6 +3,7 @@ import Foundation
 import RideAuth
 import RideBench
 import RidePushServer
+import RideService
 
 let usage = """
 ridepush — live ride push server

@@ -1,3 +1,4 @@
+@testable import RideService
 import CLibWebSockets
 import RideCore
 import RideStore

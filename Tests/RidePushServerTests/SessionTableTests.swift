@@ -1,3 +1,5 @@
+@testable import RideService
+import CLibWebSockets
 import XCTest
 @testable import RidePushServer
 
@@ -5,7 +7,7 @@ import XCTest
 /// took its place later, and no serial is given twice.
 final class SessionTableTests: XCTestCase {
     private func session(_ t: inout SessionTable) -> Session {
-        let s = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: t.nextSerial())
+        let s = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: t.nextSerial(), pre: Int(clws_pre()))
         t.add(s)
         return s
     }

@@ -1,5 +1,4 @@
 import RideCore
-import CLibWebSockets
 import Glibc
 import Synchronization
 
@@ -34,12 +33,14 @@ public enum Log {
     private static let json = Atomic<Bool>(false)
     /// One line is one write(2); the lock keeps two threads' lines from interleaving.
     private static let out = Locked<Void>(())
-    static let printedLevels = LLL_ERR | LLL_WARN | LLL_USER
+    /// Where text lines go: the socket layer's own logger, handed in by the adapter at start
+    /// (LogSink.swift), so lws's lines and ours look alike; stderr until then.
+    private static let textSink = Mutex<(@Sendable (Level, String) -> Void)?>(nil)
 
     /// Called once at start, before any thread logs.
-    public static func use(_ format: Format) {
+    package static func use(_ format: Format, text: (@Sendable (Level, String) -> Void)?) {
         json.store(format == .json, ordering: .relaxed)
-        lws_set_log_level(printedLevels, format == .json ? lwsLine : nil)
+        textSink.withLock { $0 = text }
     }
 
     public static func error(_ message: String, _ fields: Fields = [:]) { write(.error, message, fields) }
@@ -49,11 +50,8 @@ public enum Log {
 
     static func write(_ level: Level, _ message: String, _ fields: Fields) {
         guard json.load(ordering: .relaxed) else {
-            switch level {
-            case .error: clws_log_err(message)
-            case .warn: clws_log_warn(message)
-            case .info: clws_log_user(message)
-            case .notice: clws_log_notice(message)
+            if let sink = textSink.withLock({ $0 }) { sink(level, message) } else if level != .notice {
+                emit("\(level.rawValue): \(message)")
             }
             return
         }
@@ -61,7 +59,7 @@ public enum Log {
         emit(line(level, message, fields, at: nowMillis()))
     }
 
-    private static func emit(_ line: String) {
+    package static func emit(_ line: String) {
         var bytes = Array(line.utf8)
         bytes.append(UInt8(ascii: "\n"))
         out.withLock { _ in
@@ -118,21 +116,9 @@ public enum Log {
             + "\(pad(tm.tm_hour, 2)):\(pad(tm.tm_min, 2)):\(pad(tm.tm_sec, 2)).\(pad(frac, 3))Z"
     }
 
-    private static func nowMillis() -> Int64 {
+    package static func nowMillis() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    /// libwebsockets' own lines (it formats them; we only frame them).
-    private static let lwsLine: @convention(c) (Int32, UnsafePointer<CChar>?) -> Void = { level, text in
-        guard let text else { return }
-        var message = String(cString: text)
-        while message.last == "\n" { message.removeLast() }
-        let l: Level = level & LLL_ERR != 0 ? .error
-            : level & LLL_WARN != 0 ? .warn
-            : level & LLL_USER != 0 ? .info : .notice
-        guard l != .notice else { return }
-        emit(line(l, message, [:], at: nowMillis()))
     }
 }

@@ -2,7 +2,7 @@ import Glibc
 
 /// Which service thread the calling thread is (-1 for any other), for the ownership checks of
 /// the lws callback (LwsCallback.swift) and of a ride's per-thread slots (LiveRide.swift).
-enum ServiceThread {
+package enum ServiceThread {
     private static let key: pthread_key_t = {
         var k = pthread_key_t()
         pthread_key_create(&k, nil)
@@ -10,7 +10,7 @@ enum ServiceThread {
     }()
 
     /// Called once by each service thread when it starts.
-    static func enter(_ index: Int) { pthread_setspecific(key, UnsafeRawPointer(bitPattern: index + 1)) }
+    package static func enter(_ index: Int) { pthread_setspecific(key, UnsafeRawPointer(bitPattern: index + 1)) }
 
-    static var current: Int { Int(bitPattern: pthread_getspecific(key)) - 1 }
+    package static var current: Int { Int(bitPattern: pthread_getspecific(key)) - 1 }
 }

@@ -1,8 +1,6 @@
-import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
-import RideService
 import RideStore
 import RideWebhooks
 
@@ -12,8 +10,8 @@ import RideWebhooks
 /// replies and pushes to the service threads (`publish`: on the worker or the store's sync
 /// thread, touching only the registry, under its lock, and what the group carries). Nobody is
 /// told anything before the transaction that records it is on disk.
-final class StoreCoordinator: GroupCommitClient {
-    typealias Job = StoreJob
+package final class StoreCoordinator: GroupCommitClient {
+    package typealias Job = StoreJob
 
     private var book: RideBook
     private let registry: RideRegistry
@@ -46,7 +44,7 @@ final class StoreCoordinator: GroupCommitClient {
     }
 
     /// A settled group waiting for its sync: everything `publish` needs.
-    struct Group {
+    package struct Group {
         fileprivate var steps: [Step]
         fileprivate var learned: [Ride]
         /// Other nodes' changes, each with its push (nil for a start).
@@ -71,7 +69,7 @@ final class StoreCoordinator: GroupCommitClient {
     private var clusterFailing = false
 
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
-    init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
+    package init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
          recentReplies: Int = 8192, maxOpenRides: Int = 0, webhooks: [String] = [], eventsCommitted: @escaping () -> Void = {},
          deliver: @escaping (Int, [ShardEvent]) -> Void) {
         recent = RecentReplies(capacity: recentReplies)
@@ -89,7 +87,7 @@ final class StoreCoordinator: GroupCommitClient {
 
     // MARK: deciding
 
-    func prepare(_ jobs: [StoreJob], store: RideStore) -> [StoreWrite] {
+    package func prepare(_ jobs: [StoreJob], store: RideStore) -> [StoreWrite] {
         for rid in dropped.withLock({ d in defer { d.removeAll() }; return d }) { book.forget(rid) }
         let now = clock.now()
         catchUp(jobs, store: store)
@@ -226,11 +224,11 @@ final class StoreCoordinator: GroupCommitClient {
             let updates = try c.collect(hints: hints, full: full, rides: book.rides, store: shared)
             cluster = c
             for u in updates { adopt(u) }
-            if clusterFailing { clws_log_notice("cluster catch-up: reading the journal again") }
+            if clusterFailing { Log.notice("cluster catch-up: reading the journal again") }
             clusterFailing = false
         } catch {
             // Nothing applied and the cursor stays: the next beat reads the same entries.
-            if !clusterFailing { clws_log_warn("cluster catch-up failed (retrying every beat): \(error.message)") }
+            if !clusterFailing { Log.warn("cluster catch-up failed (retrying every beat): \(error.message)") }
             clusterFailing = true
         }
     }
@@ -287,7 +285,7 @@ final class StoreCoordinator: GroupCommitClient {
 
     // MARK: after the commit
 
-    func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) -> Group {
+    package func finish(_ outcome: Result<[WriteResult], StoreError>, store: RideStore) -> Group {
         var groupFailure: StoreError?
         var results: [WriteResult] = []
         switch outcome {
@@ -332,7 +330,7 @@ final class StoreCoordinator: GroupCommitClient {
 
     // MARK: once durable
 
-    func publish(_ group: Group) {
+    package func publish(_ group: Group) {
         let (steps, learned, remote, results, groupFailure) = (group.steps, group.learned, group.remote, group.results, group.failure)
         var events = [[ShardEvent]](repeating: [], count: registry.shards)
         let trimmed = registry.publishing { v -> [String] in
@@ -419,7 +417,7 @@ final class StoreCoordinator: GroupCommitClient {
 }
 
 /// Replies recorded by this process lately, so most retries need no store read.
-struct RecentReplies {
+package struct RecentReplies {
     private var map: [ReplyKey: RideBook.Earlier] = [:]
     private var order: [ReplyKey] = []
     private var head = 0

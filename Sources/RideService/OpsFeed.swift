@@ -1,11 +1,9 @@
-import CLibWebSockets
 import RideAuth
 import RideCore
-import RideService
 import Synchronization
 
 /// One message for every operator watching the fleet, numbered in commit order.
-struct OpsItem: Sendable {
+package struct OpsItem: Sendable {
     let number: UInt64
     let bytes: [UInt8]
     /// The once-a-second fleet frame (a slow watcher gets only the newest) rather than an
@@ -18,7 +16,7 @@ struct OpsItem: Sendable {
 /// tick by the ticker — so item numbers and every thread's mailbox follow commit order, and
 /// each thread hands its watchers the items in that order. A frame is encoded once per tick
 /// for every watcher on every thread.
-final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in Hub.init before any thread runs; slots[i] is service thread i's
+package final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in Hub.init before any thread runs; slots[i] is service thread i's
     /// Watchers on all threads: while it is 0 nothing is encoded for the feed.
     let watching = Atomic<Int>(0)
     /// Number of the last item published (under the registry's view lock).
@@ -27,11 +25,11 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in
     let lastSeq = Atomic<Int64>(0)
     let slots: [OpsSlot]
     /// Hands an item to every service thread (Hub.init: each shard's mailbox).
-    var deliver: (OpsItem) -> Void = { _ in }
+    package var deliver: (OpsItem) -> Void = { _ in }
     /// The frames' headroom (LWS_PRE), handed in by the adapter.
     let pre: Int
 
-    init(threads: Int, pre: Int) {
+    package init(threads: Int, pre: Int) {
         slots = (0..<threads).map { _ in OpsSlot() }
         self.pre = pre
     }
@@ -72,30 +70,50 @@ final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set once in
 }
 
 /// One service thread's operators and its copy of the latest fleet frame.
-final class OpsSlot {  // service thread only
-    var watchers: [ObjectIdentifier: OpsWatcher] = [:]
+package final class OpsSlot {  // service thread only
+    package var watchers: [ObjectIdentifier: OpsWatcher] = [:]
     /// Copied once per tick per thread: lws writes each frame's header into the bytes in
     /// front of it, so threads must not share one buffer.
-    let frame = ShardSlot()
+    package let frame = ShardSlot()
 }
 
-final class OpsWatcher {
+package final class OpsWatcher {
     /// Unowned: the session leaves the slot when it closes (Shard.dropOpsWatcher); checked, so
     /// a watcher outliving its session traps instead of reading freed memory.
     unowned let session: Session
     /// Items up to this number were already in the snapshot it got.
     var since: UInt64 = .max
     /// Its outbox holds the frame marker: the slot's frame is due to it.
-    var frameQueued = false
+    package var frameQueued = false
 
     init(session: Session) { self.session = session }
 }
 
-extension Shard {
-    /// An empty outbox entry: "write the slot's latest fleet frame here". Kept in the outbox
-    /// so frames and events reach the operator in the order they were published.
-    static let fleetFrameMarker: [UInt8] = []
+/// What the operator feed needs of the hub: the feed, the clock, the registry, the metrics
+/// and whether tokens are checked (the adapter's Hub).
+package protocol OpsServices: AnyObject {
+    var ops: OpsFeed { get }
+    var clock: RideClock { get }
+    var registry: RideRegistry { get }
+    var metrics: Metrics { get }
+    var authRequired: Bool { get }
+}
 
+/// What the operator feed needs of a service thread (the adapter's Shard): which one it is,
+/// the hub, the headroom and how a frame is sent to a session.
+package protocol OpsHost: AnyObject {
+    associatedtype Services: OpsServices
+    var index: Int { get }
+    var hub: Services { get }
+    var pre: Int { get }
+    func send(_ s: Session, _ frame: [UInt8])
+}
+
+/// An empty outbox entry: "write the slot's latest fleet frame here". Kept in the outbox
+/// so frames and events reach the operator in the order they were published.
+package let fleetFrameMarker: [UInt8] = []
+
+package extension OpsHost {
     var opsSlot: OpsSlot { hub.ops.slots[index] }
 
     /// `watch_all`: watches (once), then answers with the snapshot of every open ride.
@@ -166,24 +184,11 @@ extension Shard {
                     unqueueFrame(w)
                     hub.metrics.add(hub.metrics.ticksCoalesced)
                 }
-                send(s, Shard.fleetFrameMarker)
+                send(s, fleetFrameMarker)
                 w.frameQueued = s.closing == nil
             } else {
                 send(s, item.bytes)
             }
         }
-    }
-
-    /// Writes the slot's fleet frame for the marker just taken from `s`'s outbox.
-    func writeFleetFrame(_ s: Session) -> Int32 {
-        let slot = opsSlot
-        guard let w = slot.watchers[ObjectIdentifier(s)] else { return 0 }
-        w.frameQueued = false
-        guard let frame = slot.frame.frame, frame.count > pre else { return 0 }
-        let n = stage(frame)
-        if lws_write(s.wsi, staging + pre, n, LWS_WRITE_TEXT) < n { return -1 }
-        ticksWritten += 1
-        s.lastTick = tickTime
-        return 0
     }
 }

@@ -1,4 +1,3 @@
-import CLibWebSockets
 import Foundation
 import Glibc
 import Synchronization
@@ -8,7 +7,7 @@ import Synchronization
 /// over its baseline, and malloc_trim(0) brought it back to 2 % (BENCHMARKS.md, soak). So once
 /// the connections have fallen to half of their peak, and by at least `minimumDrop`, it is
 /// time; a steady churn around one level never trims.
-struct HeapTrimPolicy {
+package struct HeapTrimPolicy {
     /// Connections at the peak since the last trim.
     private(set) var peak = 0
     static let minimumDrop = 500
@@ -24,24 +23,30 @@ struct HeapTrimPolicy {
 
 /// Looks at the connection count every 2 s on its own thread, so a trim (a few ms of
 /// madvise over the arenas) never runs on a service thread or the ticker.
-final class HeapTrimmer: Sendable {
-    private let shards: [Shard]
+package final class HeapTrimmer: Sendable {
+    /// The open connections now, summed over the service threads (the adapter counts them).
+    private let connections: @Sendable () -> Int
+    /// Hands the freed heap back (malloc_trim(0), which the adapter's C headers declare).
+    private let trim: @Sendable () -> Void
     private let stopped = Atomic<Bool>(false)
 
-    init(shards: [Shard]) { self.shards = shards }
+    package init(connections: @escaping @Sendable () -> Int, trim: @escaping @Sendable () -> Void) {
+        self.connections = connections
+        self.trim = trim
+    }
 
-    func start() {
+    package func start() {
         let t = Thread { [self] in
             var policy = HeapTrimPolicy()
             while !stopped.load(ordering: .relaxed) {
                 Thread.sleep(forTimeInterval: 2)
-                let n = shards.reduce(0) { $0 + $1.connectionCount.load(ordering: .relaxed) }
-                if policy.observe(n) { malloc_trim(0) }
+                let n = connections()
+                if policy.observe(n) { trim() }
             }
         }
         t.name = "heap-trim"
         t.start()
     }
 
-    func stop() { stopped.store(true, ordering: .relaxed) }
+    package func stop() { stopped.store(true, ordering: .relaxed) }
 }

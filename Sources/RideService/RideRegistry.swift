@@ -1,4 +1,3 @@
-import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
@@ -9,11 +8,11 @@ import Synchronization
 /// and `/healthz` see. Changes come only from the store worker after their commit; the lock
 /// (`view`) is held for memory work only — never across a store call — so a slow disk never
 /// stalls a tick or a lookup. Requests that change rides go to the store worker (`submit`).
-final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is set once before the threads start; every other field is immutable
-    struct View {
+package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is set once before the threads start; every other field is immutable
+    package struct View {
         var rides: [String: LiveRide] = [:]
         /// Rides that tick (not ended), compact for the per-second loop.
-        var live: [LiveRide] = []
+        package var live: [LiveRide] = []
         /// Ended rides, oldest first, so memory stays bounded (the store keeps them all).
         var endedOrder: [String] = []
         /// The last tick's encoded size: the next one reserves that much once.
@@ -25,7 +24,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
         var pendingOwners: [String: String] = [:]
     }
 
-    let plans: [String: FarePlan]
+    package let plans: [String: FarePlan]
     /// The same plans, boxed once for the rides to share.
     private let boxes: [String: PlanBox]
     private let fallbackBox = PlanBox(.standard)
@@ -35,15 +34,15 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     let metrics: Metrics
     /// The operator feed, told of every committed transition and every tick under `view` (OpsFeed.swift).
     let ops: OpsFeed?
-    let view = Locked(View())
+    package let view = Locked(View())
     static let keptEndedRides = 10_000
     /// Bytes every encoded frame leaves free in front for the socket layer's header (lws's
     /// LWS_PRE), handed in by the adapter at start: this side never asks lws.
     let pre: Int
     /// Where requests go: the store worker (or, in unit tests, a queue run by hand).
-    private(set) var jobs: (any StoreJobSink)!
+    package private(set) var jobs: (any StoreJobSink)!
 
-    init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
+    package init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
         self.ops = ops
         self.pre = pre
         var byID: [String: FarePlan] = [:]
@@ -57,14 +56,14 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     }
 
     /// Set once, before any service thread runs.
-    func connect(_ sink: any StoreJobSink) { jobs = sink }
+    package func connect(_ sink: any StoreJobSink) { jobs = sink }
     /// The worker holds the coordinator, which holds this registry: once the worker has
     /// stopped, this breaks that cycle so the server's objects are freed (make asan).
-    func disconnect() { jobs = nil }
+    package func disconnect() { jobs = nil }
 
-    func submit(_ job: StoreJob) { jobs.submit([job]) }
+    package func submit(_ job: StoreJob) { jobs.submit([job]) }
 
-    var counts: (riding: Int, paused: Int, ended: Int) {
+    package var counts: (riding: Int, paused: Int, ended: Int) {
         view.withLock { v in
             var r = 0, p = 0
             for l in v.live { if l.ride.state == .paused { p += 1 } else { r += 1 } }
@@ -75,28 +74,28 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     /// A ride's plan; one no longer loaded bills as the built-in default rather than not at all.
     func box(_ id: String) -> PlanBox { boxes[id] ?? fallbackBox }
 
-    func plan(_ id: String?) -> FarePlan? { id.map { plans[$0] } ?? defaultPlan }
+    package func plan(_ id: String?) -> FarePlan? { id.map { plans[$0] } ?? defaultPlan }
 
     // MARK: reads (any thread; memory only)
 
     /// A ride in memory, or nil: the caller then asks the store worker (`StoreJob.lookup`).
-    func find(_ id: String) -> LiveRide? {
+    package func find(_ id: String) -> LiveRide? {
         view.withLock { $0.rides[id] }
     }
 
-    func snapshot(_ live: LiveRide) -> Ride { view.withLock { _ in live.ride } }
+    package func snapshot(_ live: LiveRide) -> Ride { view.withLock { _ in live.ride } }
 
     // MARK: changes (store worker only, after commit)
 
     /// Runs `body` with the view locked. The store worker publishes what committed and posts
     /// its replies and pushes inside, and the ticker encodes and posts a tick inside: so a
     /// tick encoded before a transition reaches every thread's mailbox before its push.
-    func publishing<T>(_ body: (inout View) -> T) -> T {
+    package func publishing<T>(_ body: (inout View) -> T) -> T {
         view.withLock { body(&$0) }
     }
 
     /// A committed ride entering memory (a start, or a ride read from the store).
-    func add(_ ride: Ride, _ v: inout View) -> LiveRide {
+    package func add(_ ride: Ride, _ v: inout View) -> LiveRide {
         if let l = v.rides[ride.id] { return l }
         let live = LiveRide(ride: ride, plan: box(ride.planID), shards: shards)
         v.rides[ride.id] = live
@@ -175,7 +174,7 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
     /// and notices due auto-ends (returned as jobs for the store worker; a ride whose end is
     /// on its way to the store stops ticking). `post` runs under the view lock with the batch
     /// and the warnings, so it orders them against every committed transition's push.
-    func tick(seq: Int64, at: UnixMillis,
+    package func tick(seq: Int64, at: UnixMillis,
               post: (TickBatch, [(LiveRide, [UInt8])]) -> Void) -> (TickBatch, [(LiveRide, [UInt8])], [StoreJob]) {
         view.withLock { v in
             var pushes: [(LiveRide, [UInt8])] = []

@@ -1,4 +1,3 @@
-import CLibWebSockets
 import RideAuth
 import RideCore
 import RideProtocol
@@ -6,12 +5,17 @@ import RideStore
 
 /// What a store read for an operator view answers: an HTTP status (ignored over the socket)
 /// and the body or message.
-struct OpsAnswer: Sendable {
+package struct OpsAnswer: Sendable {
     let status: UInt32
     let body: [UInt8]
+
+    package init(status: UInt32, body: [UInt8]) {
+        self.status = status
+        self.body = body
+    }
 }
 
-extension Connection {
+package extension Connection {
     /// `watch_all` / `unwatch_all`: the same gate as every ride.v1 message (a token,
     /// unexpired), then ops tokens only. Waits its turn behind this connection's requests at
     /// the store worker, like a `get`, so the snapshot follows the replies asked for before it.
@@ -44,7 +48,7 @@ extension Connection {
 
 /// Store reads for the operator views, run by the store worker with the store and the
 /// registry (StoreJob.read).
-enum OpsReads {
+package enum OpsReads {
     /// `get` by an operator: the state with the journal and the watchers.
     static func journalState(_ live: LiveRide, id: String?, pre: Int) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
         { store, registry in
@@ -57,7 +61,7 @@ enum OpsReads {
 
     /// `GET /rides/{id}` for an operator (or with `?journal=1`): the document with the
     /// journal and the watchers; `claims` (auth on) must allow reading the ride.
-    static func rideDocument(_ id: String, claims: TokenClaims?) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
+    package static func rideDocument(_ id: String, claims: TokenClaims?) -> @Sendable (RideStore, RideRegistry) -> OpsAnswer {
         { store, registry in
             let stored: StoredRide?
             registry.metrics.add(registry.metrics.storeRideReads)
@@ -73,25 +77,5 @@ enum OpsReads {
             return OpsAnswer(status: 200, body: OpsMessages.documentWithJournal(ride: stored.ride, plan: plan, at: registry.clock.now(), journal: stored.journal,
                                                                                 watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0))
         }
-    }
-}
-
-extension Shard {
-    func rideDocumentWithJournal(_ wsi: OpaquePointer, _ id: String, _ claims: TokenClaims?) -> Int32 {
-        awaitStore(wsi, id, OpsReads.rideDocument(id, claims: claims))
-    }
-
-    /// Has the store worker run `work` and answers this HTTP connection with its result
-    /// (on HTTP_WRITEABLE, if the connection is still there); this thread serves others meanwhile.
-    func awaitStore(_ wsi: OpaquePointer, _ what: String, _ work: @escaping @Sendable (RideStore, RideRegistry) -> OpsAnswer) -> Int32 {
-        let token = awaitingStore.add(wsi, what)
-        hub.registry.submit(.read(from: Requester(shard: index, session: 0), http: token, work: work))
-        return 0
-    }
-
-    func httpAnswered(_ token: UInt64, _ status: UInt32, _ body: [UInt8]) {
-        guard let waiting = awaitingStore.take(token) else { return }
-        deferredResponses[waiting.handle] = (status, body)
-        lws_callback_on_writable(waiting.handle)
     }
 }

@@ -2,17 +2,19 @@
 /// the bits above count up, so no serial is ever given twice and an answer for a session that
 /// closed meanwhile finds nothing (the place is empty, or holds another serial). A dictionary
 /// by serial kept 16-byte buckets ~40 % empty; a place is 8 bytes, reused once freed.
-struct SessionTable {
+package struct SessionTable {
     private var places: [Session?] = []
     private var free: [Int32] = []
     private var issued: UInt64 = 0
     private(set) var count = 0
     static let placeBits: UInt64 = 24
 
-    var isEmpty: Bool { count == 0 }
+    package init() {}
+
+    package var isEmpty: Bool { count == 0 }
 
     /// The serial the next `add` gives (never 0: that names no session).
-    mutating func nextSerial() -> UInt64 {
+    package mutating func nextSerial() -> UInt64 {
         issued += 1
         let place = free.last.map(UInt64.init) ?? UInt64(places.count)
         precondition(place < 1 << Self.placeBits, "more sessions than places")
@@ -20,7 +22,7 @@ struct SessionTable {
     }
 
     /// Puts `s`, made with the serial `nextSerial()` just gave, in its place.
-    mutating func add(_ s: Session) {
+    package mutating func add(_ s: Session) {
         let place = Int(s.serial & (1 << Self.placeBits - 1))
         if place == places.count {
             places.append(s)
@@ -32,13 +34,13 @@ struct SessionTable {
         count += 1
     }
 
-    subscript(serial: UInt64) -> Session? {
+    package subscript(serial: UInt64) -> Session? {
         let place = Int(serial & (1 << Self.placeBits - 1))
         guard place < places.count, let s = places[place], s.serial == serial else { return nil }
         return s
     }
 
-    mutating func remove(_ serial: UInt64) {
+    package mutating func remove(_ serial: UInt64) {
         let place = Int(serial & (1 << Self.placeBits - 1))
         guard place < places.count, let s = places[place], s.serial == serial else { return }
         places[place] = nil
@@ -51,10 +53,10 @@ struct SessionTable {
     }
 
     /// Every session, in place order.
-    var values: [Session] { places.compactMap { $0 } }
+    package var values: [Session] { places.compactMap { $0 } }
 
     /// Runs `body` on every session without collecting them first (the once-a-second sweep).
-    func forEach(_ body: (Session) -> Void) {
+    package func forEach(_ body: (Session) -> Void) {
         for case let s? in places { body(s) }
     }
 }

@@ -9,7 +9,7 @@ typealias RideCounts = RideProtocol.RideCounts
 /// The operator feed's frames from the server's rides: each builds the wire value and hands
 /// it to RideProtocol's one encoder (OpsCodec), which the golden examples check. Frames come
 /// after `prefix` spare bytes (LWS_PRE).
-enum OpsMessages {
+package enum OpsMessages {
     /// `{"type":"fleet",...}`: every ticking ride of one tick, row by row, encoded once per
     /// tick for every operator.
     struct Fleet {
@@ -60,7 +60,7 @@ enum OpsMessages {
     }
 
     /// `{"rides":[…],"next":"<cursor>"|null}` for `GET /rides`.
-    static func page(_ rides: [(ride: Ride, plan: FarePlan, watchers: Int)], at: UnixMillis, next: String?) -> [UInt8] {
+    package static func page(_ rides: [(ride: Ride, plan: FarePlan, watchers: Int)], at: UnixMillis, next: String?) -> [UInt8] {
         OpsCodec.page(RideListing(rides: rides.map { RideRow($0.ride, $0.plan, at: at, watchers: $0.watchers) }, next: next))
     }
 
@@ -82,7 +82,7 @@ enum OpsMessages {
 
     /// `{"error":{"code":…,"message":…}}`, as every HTTP error of the server (Shard.errorJSON),
     /// for answers made off the service threads.
-    static func error(_ code: String, _ message: String) -> [UInt8] {
+    package static func error(_ code: String, _ message: String) -> [UInt8] {
         var w = JSONWriter()
         w.beginObject()
         w.key("error")
@@ -98,9 +98,9 @@ enum OpsMessages {
 
     /// `<instant>.<ride id>`: the key of the last row of a page (ride ids have no spaces and
     /// are URL-safe; the instant is digits, so the first dot ends it).
-    static func cursor(_ k: RideKey) -> String { "\(k.at).\(k.id)" }
+    package static func cursor(_ k: RideKey) -> String { "\(k.at).\(k.id)" }
 
-    static func parseCursor(_ s: String) -> RideKey? {
+    package static func parseCursor(_ s: String) -> RideKey? {
         guard let dot = s.firstIndex(of: "."), let at = Int64(s[..<dot]) else { return nil }
         let id = String(s[s.index(after: dot)...])
         guard ClientCodec.isValidRideID(id) else { return nil }

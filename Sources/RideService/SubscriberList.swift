@@ -2,26 +2,26 @@
 /// the first is held inline in the slot and only the others in an array: an array of one cost
 /// a 64-byte heap block per ride and thread. Order is not kept by removals (the last moves
 /// into the gap), as before.
-struct SubscriberList {
+package struct SubscriberList {
     private var first: Subscriber?
     private var rest: [Subscriber] = []
 
-    var isEmpty: Bool { first == nil }
-    var count: Int { first == nil ? 0 : 1 + rest.count }
-    var indices: Range<Int> { 0..<count }
+    package var isEmpty: Bool { first == nil }
+    package var count: Int { first == nil ? 0 : 1 + rest.count }
+    package var indices: Range<Int> { 0..<count }
 
-    subscript(i: Int) -> Subscriber {
+    package subscript(i: Int) -> Subscriber {
         get { i == 0 ? first! : rest[i - 1] }
         _modify {
             if i == 0 { yield &first! } else { yield &rest[i - 1] }
         }
     }
 
-    mutating func append(_ s: Subscriber) {
+    package mutating func append(_ s: Subscriber) {
         if first == nil { first = s } else { rest.append(s) }
     }
 
-    mutating func swapAt(_ i: Int, _ j: Int) {
+    package mutating func swapAt(_ i: Int, _ j: Int) {
         guard i != j else { return }
         let a = self[i]
         self[i] = self[j]
@@ -29,7 +29,7 @@ struct SubscriberList {
     }
 
     /// Removes the last; the array's buffer goes with the last of the others.
-    mutating func removeLast() {
+    package mutating func removeLast() {
         if rest.isEmpty {
             precondition(first != nil, "removeLast of no subscribers")
             first = nil
@@ -41,7 +41,7 @@ struct SubscriberList {
 
     /// Runs `body` on each subscriber in place, in index order: the fan-out's walk, which
     /// retains nothing.
-    mutating func forEachInPlace(_ body: (inout Subscriber) -> Void) {
+    package mutating func forEachInPlace(_ body: (inout Subscriber) -> Void) {
         guard first != nil else { return }
         body(&first!)
         if rest.isEmpty { return }

@@ -1,4 +1,3 @@
-import CLibWebSockets
 import RideCore
 import Synchronization
 
@@ -9,14 +8,14 @@ import Synchronization
 /// The fields are in the order that packs them: the 106-byte `Ride` leaves two bytes before the
 /// next word, where the flags and the thread count go (168 bytes, a 176-byte heap block, where
 /// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one).
-final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
+package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
     /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
-    let id: String
+    package let id: String
     /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride).
     private let planBox: PlanBox
-    var plan: FarePlan { planBox.plan }
+    package var plan: FarePlan { planBox.plan }
     /// The committed state: what ticks and reads show.
-    var ride: Ride
+    package var ride: Ride
     /// `autoEndQueued` (bit 0) and the warnings sent (`warned`, the bits above).
     private var flags: UInt8 = 0
     private let shards: UInt8
@@ -26,7 +25,7 @@ final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `
     private let slots: UnsafeMutablePointer<RideSlot>
     /// Subscribers on every thread, kept by the threads themselves, so that forgetting an
     /// ended ride never reads another thread's subscriber list.
-    let subscriberCount = Atomic<Int>(0)
+    package let subscriberCount = Atomic<Int>(0)
 
     init(ride: Ride, plan: PlanBox, shards: Int) {
         precondition(shards > 0 && shards <= Int(UInt8.max), "\(shards) service threads")
@@ -56,7 +55,7 @@ final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `
     }
 
     /// Service thread `i`'s subscribers and tick frame; only thread `i` may call this.
-    func slot(_ i: Int) -> UnsafeMutablePointer<RideSlot> {
+    package func slot(_ i: Int) -> UnsafeMutablePointer<RideSlot> {
         assert(ServiceThread.current == i && i < Int(shards), "slot \(i) of ride \(id) touched from thread \(ServiceThread.current)")
         return slots + i
     }
@@ -64,7 +63,7 @@ final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `
 
 /// The time-limit warnings a ride has been sent, as bits: the registry warns at 5 minutes and
 /// at 1 minute left, and nowhere else.
-struct WarningsSent: Equatable {
+package struct WarningsSent: Equatable {
     fileprivate(set) var bits: UInt8 = 0
     static let thresholds: [Int64] = [60, 300]
 
@@ -78,37 +77,37 @@ struct WarningsSent: Equatable {
 }
 
 /// One service thread's view of a ride: its subscribers there, and the tick they still wait for.
-struct RideSlot {
-    var subscribers = SubscriberList()
+package struct RideSlot {
+    package var subscribers = SubscriberList()
     /// The batch's encoded tick while a subscriber here still waits for it; nil once none does
     /// (most ticks are written from the fan-out itself), so a ride holds no frame of its own
     /// between ticks. Writes copy it into the thread's staging buffer first: the batch is shared
     /// by every thread, and lws writes the frame header into the room in front.
-    var frame: [UInt8]?
+    package var frame: [UInt8]?
 }
 
 /// A frame held for a service thread (the operator feed's latest fleet frame, OpsFeed.swift).
-final class ShardSlot {
-    var frame: [UInt8]?
+package final class ShardSlot {
+    package var frame: [UInt8]?
 }
 
 /// One tick's messages: the same `seq` and `at` for every ride and every thread.
-struct TickBatch: Sendable {
+package struct TickBatch: Sendable {
     let seq: Int64
     let at: UnixMillis
     /// Every ticking ride's encoded tick, back to back, without LWS_PRE room: one buffer a tick
     /// instead of one 240-byte array per ride (writes copy a tick into the thread's staging
     /// buffer first anyway). Immutable once built.
-    let frames: TickMemory
+    package let frames: TickMemory
     /// Each ticking ride and where its tick ends in `frames` (it starts where the one before ends).
-    let ends: [(live: LiveRide, end: Int32)]
+    package let ends: [(live: LiveRide, end: Int32)]
 
     /// Where ride `k`'s tick is in `frames`.
-    func range(_ k: Int) -> Range<Int> { (k == 0 ? 0 : Int(ends[k - 1].end))..<Int(ends[k].end) }
+    package func range(_ k: Int) -> Range<Int> { (k == 0 ? 0 : Int(ends[k - 1].end))..<Int(ends[k].end) }
 
     /// Ride `k`'s tick with `pre` spare bytes in front, in an array of its own: what a slot keeps
     /// while a subscriber waits for it.
-    func frame(_ k: Int, pre: Int) -> [UInt8] {
+    package func frame(_ k: Int, pre: Int) -> [UInt8] {
         var f = [UInt8](repeating: 0, count: pre)
         let r = range(k)
         f.append(contentsOf: UnsafeBufferPointer(start: frames.base + r.lowerBound, count: r.count))
@@ -122,7 +121,7 @@ struct TickBatch: Sendable {
 }
 
 /// One loaded fare plan, referenced by the rides that use it.
-final class PlanBox: Sendable {
+package final class PlanBox: Sendable {
     let plan: FarePlan
     init(_ plan: FarePlan) { self.plan = plan }
 }

@@ -2,9 +2,9 @@ import Glibc
 
 /// The `process_*` figures Prometheus' client libraries export, read from /proc at scrape
 /// time (never on the tick path): enough for "connections near the file limit" and memory.
-enum ProcessStats {
+package enum ProcessStats {
     /// Entries of /proc/self/fd, less the one the listing itself holds open.
-    static func openFiles() -> Int? {
+    package static func openFiles() -> Int? {
         guard let dir = opendir("/proc/self/fd") else { return nil }
         defer { closedir(dir) }
         var n = 0
@@ -16,14 +16,14 @@ enum ProcessStats {
     }
 
     /// The soft RLIMIT_NOFILE: what accept() runs into.
-    static func maxFiles() -> Int? {
+    package static func maxFiles() -> Int? {
         var r = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) == 0, r.rlim_cur != rlim_t.max else { return nil }
         return Int(r.rlim_cur)
     }
 
     /// Resident set size in bytes (/proc/self/statm's second field, in pages).
-    static func residentBytes() -> Int? {
+    package static func residentBytes() -> Int? {
         guard let statm = readSmall("/proc/self/statm") else { return nil }
         let fields = statm.split(separator: " ")
         guard fields.count >= 2, let pages = Int(fields[1]) else { return nil }
@@ -31,7 +31,7 @@ enum ProcessStats {
     }
 
     /// When this process started, Unix seconds: boot time + the start tick in /proc/self/stat.
-    static let startTime: Double? = {
+    package static let startTime: Double? = {
         guard let stat = readSmall("/proc/self/stat"), let close = stat.lastIndex(of: ")") else { return nil }
         // Fields after "(comm)": state is field 3, starttime field 22.
         let after = stat[stat.index(after: close)...].split(separator: " ")

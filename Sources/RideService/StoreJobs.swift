@@ -4,13 +4,18 @@ import RideProtocol
 import RideStore
 
 /// Who is waiting for a store worker's answer: a session (by serial) on a service thread.
-struct Requester: Sendable, Equatable {
-    let shard: Int
+package struct Requester: Sendable, Equatable {
+    package let shard: Int
     let session: UInt64
+
+    package init(shard: Int, session: UInt64) {
+        self.shard = shard
+        self.session = session
+    }
 }
 
 /// What a service thread does with an answer once the worker has it.
-enum Continuation: Sendable {
+package enum Continuation: Sendable {
     /// Handle this message now (its ride is in memory, or known not to exist).
     case message(ClientEnvelope)
     /// Send these bytes (a reply made earlier that must not overtake replies still on their way).
@@ -23,7 +28,7 @@ enum Continuation: Sendable {
 }
 
 /// Work for the store worker thread, from any thread.
-enum StoreJob: Sendable {
+package enum StoreJob: Sendable {
     /// A control request (start, pause, resume, end): decided, committed, then answered.
     case request(RideBook.Request, id: String?, scope: String, access: Access?, from: Requester)
     /// A limit passed at the tick at `at`.
@@ -43,7 +48,7 @@ enum StoreJob: Sendable {
 }
 
 /// Where the registry sends jobs: the store worker, or a queue a unit test runs by hand.
-protocol StoreJobSink: AnyObject, Sendable {
+package protocol StoreJobSink: AnyObject, Sendable {
     func submit(_ jobs: [StoreJob])
 }
 

@@ -1,4 +1,3 @@
-import CLibWebSockets
 import Foundation
 import RideStore
 import RideStorePostgres
@@ -12,18 +11,18 @@ import Synchronization
 ///   read, because a notification sent while the listener was away is lost, never queued.
 /// The listener also pings on that beat, so a dead server is noticed within the statement
 /// deadline even when nothing is notified. Reconnects back off 250 ms → 5 s.
-final class ClusterFeed: Sendable {
+package final class ClusterFeed: Sendable {
     private let settings: PostgresSettings
     private let ownBackend: BackendID
     /// Whether the listener is connected (the node is degraded while it is not).
-    let health = ConnectionHealth()
-    let reconnects = Atomic<Int>(0)
+    package let health = ConnectionHealth()
+    package let reconnects = Atomic<Int>(0)
     private let catchUpEvery: Duration
     private let wake: @Sendable (_ hints: [String: Int64], _ catchUp: Bool) -> Void
     private let stopping = Atomic<Bool>(false)
     private let stopped = DispatchSemaphore(value: 0)
 
-    init(settings: PostgresSettings, ownBackend: BackendID, catchUpEvery: Duration = .seconds(2),
+    package init(settings: PostgresSettings, ownBackend: BackendID, catchUpEvery: Duration = .seconds(2),
          wake: @escaping @Sendable (_ hints: [String: Int64], _ catchUp: Bool) -> Void) {
         self.settings = settings
         self.ownBackend = ownBackend
@@ -31,14 +30,14 @@ final class ClusterFeed: Sendable {
         self.wake = wake
     }
 
-    func start() {
+    package func start() {
         let t = Thread { [self] in run() }
         t.name = "ride-cluster-feed"
         t.start()
     }
 
     /// Stops the thread (within one wait slice, 250 ms) and closes the connection.
-    func stop() {
+    package func stop() {
         stopping.store(true, ordering: .relaxed)
         stopped.wait()
     }
@@ -69,14 +68,14 @@ final class ClusterFeed: Sendable {
                 do throws(StoreError) {
                     listener = try PostgresListener(settings)
                     if backoff != .zero {
-                        clws_log_notice("cluster feed: listening again on \(settings.redacted)")
+                        Log.notice("cluster feed: listening again on \(settings.redacted)")
                         reconnects.add(1, ordering: .relaxed)
                     }
                     backoff = .zero
                     health.up()
                     wake([:], true)  // whatever was notified while away is lost: read it
                 } catch {
-                    if health.isUp { clws_log_warn("cluster feed: \(error.message); reconnecting with backoff") }
+                    if health.isUp { Log.warn("cluster feed: \(error.message); reconnecting with backoff") }
                     health.down(error.message)
                     backoff = backoff == .zero ? .milliseconds(250) : min(backoff * 2, .seconds(5))
                     retryAt = ContinuousClock.now + backoff
@@ -102,7 +101,7 @@ final class ClusterFeed: Sendable {
 
     private func lost(_ error: StoreError, _ listener: inout PostgresListener?, _ backoff: inout Duration,
                       _ retryAt: inout ContinuousClock.Instant) {
-        clws_log_warn("cluster feed: \(error.message); reconnecting")
+        Log.warn("cluster feed: \(error.message); reconnecting")
         health.down(error.message)
         listener?.close()
         listener = nil

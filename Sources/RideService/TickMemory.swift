@@ -9,8 +9,8 @@ import Glibc
 ///
 /// Written only while the batch is built (under the registry's lock, before any thread sees
 /// it); read-only after.
-final class TickMemory: @unchecked Sendable {  // mutated only by its builder before it is shared
-    private(set) var base: UnsafeMutablePointer<UInt8>
+package final class TickMemory: @unchecked Sendable {  // mutated only by its builder before it is shared
+    package private(set) var base: UnsafeMutablePointer<UInt8>
     private(set) var count = 0
     private var capacity: Int
     private var mapped: Bool

@@ -1,11 +1,10 @@
 import RideAuth
 import RideCore
 import RideProtocol
-import RideService
 
 /// What a connection's protocol logic needs from the server, and nothing else: lookups in
 /// memory, the token signer, the clocks. The server passes its hub; unit tests a fake.
-protocol ConnectionContext {
+package protocol ConnectionContext {
     var config: ServerConfig { get }
     /// Auth on: checks every token (HS256 and the identity provider's keys). nil: auth off.
     var verifier: TokenVerifier? { get }
@@ -29,7 +28,7 @@ protocol ConnectionContext {
 }
 
 /// What the protocol logic asks the socket side to do, in order.
-enum ConnectionAction {
+package enum ConnectionAction {
     /// Queue this frame (LWS_PRE room in front) for the peer.
     case send([UInt8])
     /// Hand this job to the store worker; its answer comes back through `Connection.answered`.
@@ -56,15 +55,15 @@ enum ConnectionAction {
 /// Ordering: while the store worker holds requests of this connection (`inFlight`), any answer
 /// made here is routed through the worker too (a `.lookup` job handing it back), so the peer
 /// gets its answers in the order it asked.
-struct Connection {
+package struct Connection {
     var pre: Int { Int(pre32) }
     /// What the token allows (nil until authenticated, and always with auth off). Boxed: the
     /// claims inline would add about 80 bytes to every connection, most of which carry none
     /// or the same few.
-    var access: Access? { accessBox?.access }
+    package var access: Access? { accessBox?.access }
     private var accessBox: AccessBox?
     /// The token's `exp` (Unix seconds; .max without one), checked by the once-a-second sweep.
-    private(set) var tokenExp: Int64 = .max
+    package private(set) var tokenExp: Int64 = .max
     /// Rides this connection is subscribed to, in the order it subscribed (kept compactly).
     private(set) var subscribed: [String] {
         get { rideIDs.array }
@@ -95,7 +94,7 @@ struct Connection {
         get { flags & 4 != 0 }
         set { flags = newValue ? flags | 4 : flags & ~4 }
     }
-    private(set) var inFlight: Int {
+    package private(set) var inFlight: Int {
         get { Int(inFlight32) }
         set { inFlight32 = Int32(newValue) }  // at most maxInFlight × 4 (Shard closes the connection there)
     }
@@ -110,16 +109,16 @@ struct Connection {
 
     /// Requests of one connection at the store worker before reading stops (TCP then pushes
     /// back on the client) until half of them are answered.
-    static let maxInFlight = 128
+    package static let maxInFlight = 128
 
     init(pre: Int) { pre32 = Int32(pre) }
 
-    var authenticated: Bool { access != nil }
+    package var authenticated: Bool { access != nil }
 
     // MARK: input
 
     /// A complete text message from the peer.
-    mutating func received(_ bytes: [UInt8], _ ctx: some ConnectionContext, from: Requester) -> [ConnectionAction] {
+    package mutating func received(_ bytes: [UInt8], _ ctx: some ConnectionContext, from: Requester) -> [ConnectionAction] {
         guard !closing else { return [] }
         var out: [ConnectionAction] = []
         switch ClientCodec.decode(bytes) {
@@ -137,21 +136,21 @@ struct Connection {
     }
 
     /// An error the socket side found (too large, binary), answered in turn.
-    mutating func failed(_ e: ProtocolError, from: Requester) -> [ConnectionAction] {
+    package mutating func failed(_ e: ProtocolError, from: Requester) -> [ConnectionAction] {
         var out: [ConnectionAction] = []
         answer(ServerMessages.error(e, prefix: pre), from: from, inTurn: false, &out)
         return out
     }
 
     /// A token that came with the upgrade (`?token=` or `Authorization`): checked, not answered.
-    mutating func upgradeToken(_ token: String, _ ctx: some ConnectionContext) -> [ConnectionAction] {
+    package mutating func upgradeToken(_ token: String, _ ctx: some ConnectionContext) -> [ConnectionAction] {
         var out: [ConnectionAction] = []
         authenticate(token, id: nil, reply: false, ctx, &out)
         return out
     }
 
     /// The store worker's answer to one of this connection's jobs.
-    mutating func answered() -> [ConnectionAction] {
+    package mutating func answered() -> [ConnectionAction] {
         inFlight -= 1
         if readingPaused, inFlight <= Self.maxInFlight / 2 {
             readingPaused = false
@@ -161,7 +160,7 @@ struct Connection {
     }
 
     /// A lookup the store worker handed back: everything asked before it has been answered.
-    mutating func resumed(_ then: Continuation, found: LiveRide?, failure: ProtocolError?, _ ctx: some ConnectionContext,
+    package mutating func resumed(_ then: Continuation, found: LiveRide?, failure: ProtocolError?, _ ctx: some ConnectionContext,
                           from: Requester) -> [ConnectionAction] {
         var out: [ConnectionAction] = []
         if !closing {
@@ -187,7 +186,7 @@ struct Connection {
     }
 
     /// The once-a-second sweep: a token that expired since it was checked ends the connection.
-    mutating func sweep(_ ctx: some ConnectionContext) -> [ConnectionAction] {
+    package mutating func sweep(_ ctx: some ConnectionContext) -> [ConnectionAction] {
         guard !closing, tokenExpired(ctx.wallSeconds()) else { return [] }
         var out: [ConnectionAction] = []
         refuse(ProtocolError(.unauthorized, "token expired; reconnect with a new one"), ctx, &out)
@@ -195,7 +194,7 @@ struct Connection {
     }
 
     /// Still not authenticated after the handshake timeout (auth on): closed, 4401.
-    mutating func authTimedOut(_ ctx: some ConnectionContext) -> [ConnectionAction] {
+    package mutating func authTimedOut(_ ctx: some ConnectionContext) -> [ConnectionAction] {
         guard !closing, ctx.verifier != nil, access == nil else { return [] }
         var out: [ConnectionAction] = []
         refuse(ProtocolError(.unauthorized, "not authenticated within \(ctx.config.handshakeTimeout) s of connecting"), ctx, &out)
@@ -440,7 +439,7 @@ struct Connection {
     }
 }
 
-final class AccessBox: Sendable {
+package final class AccessBox: Sendable {
     let access: Access
     init(_ access: Access) { self.access = access }
 }
