@@ -88,14 +88,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         listener = try Listener(host: config.host, port: config.port)
 
         // In dependency order, each piece handed what it uses: the feed, the registry, the
-        // ticker, the rides from the store, the worker; then the C structures lws keeps, then
+        // rides from the store, the coordinator, the worker, the ticker; then the C structures lws keeps, then
         // the service threads (which need all of it), and last the mailboxes they are reached by.
         let threads = max(1, config.threads)
         let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
         ops = OpsFeed(threads: threads, pre: pre)
         let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre)
         self.registry = registry
-        ticker = Ticker(clock: clock, metrics: metrics, registry: registry)
         var book = RideBook(plans: config.plans)
         var cluster: ClusterCatchUp?
         do {
@@ -141,7 +140,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         storeWorker = worker
-        registry.connect(worker)
+        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker)
         if let pg = store as? PostgresStore {
             storeHealth = pg.health
             clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
@@ -196,7 +195,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         } catch {
             // A refused start (TLS files, a port in use by a later thread) leaves nothing behind.
             for shard in shards { lws_context_destroy(shard.context) }
-            registry.disconnect()
             freeContextStructures()
             close(listener.fd)
             throw error
@@ -232,7 +230,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         storeWorker.stop()
         // After the worker: no commit pokes it any more. Before the caller closes the outbox.
         webhookSender?.stop()
-        registry.disconnect()
         trimmer.stop()
     }
 
@@ -240,6 +237,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public func shutdown() {
         for shard in shards { shard.post(.shutdown) }
     }
+
+    /// A request for the store worker (it decides, commits and answers in turn).
+    func submit(_ job: StoreJob) { storeWorker.submit([job]) }
 
     /// Per-address connection limit (WebSocket sessions).
     func admit(_ peer: String) -> Bool {

@@ -22,7 +22,7 @@ extension Shard {
         for a in actions {
             switch a {
             case .send(let frame): send(s, frame)
-            case .submit(let job): hub.registry.submit(job)
+            case .submit(let job): hub.submit(job)
             case .subscribe(let live):
                 let slot = live.slot(index)
                 s.subscriptions.append(Subscription(live: live, index: Int32(slot.pointee.subscribers.count)))

@@ -15,12 +15,15 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     private let clock: RideClock
     private let metrics: Metrics
     private let registry: RideRegistry
+    /// The store worker: where due auto-ends and the daily prune go.
+    private let jobs: any StoreJobSink
 
     /// Made from what it uses, before the hub and its threads exist (Hub.init).
-    init(clock: RideClock, metrics: Metrics, registry: RideRegistry) {
+    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink) {
         self.clock = clock
         self.metrics = metrics
         self.registry = registry
+        self.jobs = jobs
     }
 
     func start(on shard: Shard) {
@@ -64,7 +67,7 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         // Limits that passed end through the store like any transition; their push follows
         // their commit, and the ride stops ticking meanwhile.
-        registry.jobs.submit(autoEnds)
+        jobs.submit(autoEnds)
         for (live, frame) in pushes { shard.push(live, frame, except: nil) }
         shard.fanOut(batch)
         if let c = clock as? ClockReport {
@@ -74,7 +77,7 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         if at - lastPrune > 3_600_000 {
             lastPrune = at
-            registry.submit(.prune(before: clock.now() - 24 * 3600 * 1000))
+            jobs.submit([.prune(before: clock.now() - 24 * 3600 * 1000)])
         }
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the

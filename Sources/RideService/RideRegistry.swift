@@ -7,8 +7,9 @@ import Synchronization
 /// Every committed ride the process knows, shared by all service threads: what ticks, reads
 /// and `/healthz` see. Changes come only from the store worker after their commit; the lock
 /// (`view`) is held for memory work only — never across a store call — so a slow disk never
-/// stalls a tick or a lookup. Requests that change rides go to the store worker (`submit`).
-package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is set once before the threads start; every other field is immutable
+/// stalls a tick or a lookup. Requests that change rides go to the store worker (Hub.submit), which holds the
+/// coordinator, which holds this registry: the registry holds neither, so nothing is a cycle.
+package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; every other field is immutable
     package struct View {
         var rides: [String: LiveRide] = [:]
         /// Rides that tick (not ended), compact for the per-second loop.
@@ -39,8 +40,6 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `j
     /// Bytes every encoded frame leaves free in front for the socket layer's header (lws's
     /// LWS_PRE), handed in by the adapter at start: this side never asks lws.
     let pre: Int
-    /// Where requests go: the store worker (or, in unit tests, a queue run by hand).
-    package private(set) var jobs: (any StoreJobSink)!
 
     package init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
         self.ops = ops
@@ -54,14 +53,6 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `j
         self.clock = clock
         self.metrics = metrics
     }
-
-    /// Set once, before any service thread runs.
-    package func connect(_ sink: any StoreJobSink) { jobs = sink }
-    /// The worker holds the coordinator, which holds this registry: once the worker has
-    /// stopped, this breaks that cycle so the server's objects are freed (make asan).
-    package func disconnect() { jobs = nil }
-
-    package func submit(_ job: StoreJob) { jobs.submit([job]) }
 
     package var counts: (riding: Int, paused: Int, ended: Int) {
         view.withLock { v in
