@@ -116,9 +116,5 @@ public enum Log {
             + "\(pad(tm.tm_hour, 2)):\(pad(tm.tm_min, 2)):\(pad(tm.tm_sec, 2)).\(pad(frac, 3))Z"
     }
 
-    package static func nowMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
+    package static func nowMillis() -> Int64 { WallClock.millis() }
 }

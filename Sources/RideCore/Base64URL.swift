@@ -1,7 +1,7 @@
 // Base64url without padding (RFC 7515 §2, RFC 4648 §5), written out by hand so that
 // decoding is strict: Foundation's decoder wants padding and the standard alphabet, and
 // translating first would quietly accept '+', '/' and '='.
-enum Base64URL {
+public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     private static let reverse: [UInt8] = {
@@ -10,7 +10,7 @@ enum Base64URL {
         return table
     }()
 
-    static func encode<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
+    public static func encode<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
         let input = Array(bytes)
         var out = [UInt8]()
         out.reserveCapacity((input.count * 4 + 2) / 3)
@@ -37,7 +37,7 @@ enum Base64URL {
     /// nil for any character outside the url-safe alphabet (padding included), an impossible
     /// length, or non-zero leftover bits. The last check makes the encoding canonical: one
     /// signature has exactly one spelling, so a token cannot be varied without re-signing.
-    static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
+    public static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
         let chars = Array(text.utf8)
         if chars.count % 4 == 1 { return nil }
         var out = [UInt8]()

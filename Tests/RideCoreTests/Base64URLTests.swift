@@ -1,5 +1,5 @@
 import XCTest
-@testable import RideAuth
+@testable import RideCore
 
 final class Base64URLTests: XCTestCase {
     func testRFC4648Vectors() {
