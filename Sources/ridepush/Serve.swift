@@ -1,4 +1,3 @@
-import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
