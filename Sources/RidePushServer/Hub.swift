@@ -140,7 +140,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         storeWorker = worker
-        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker)
+        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads)
         if let pg = store as? PostgresStore {
             storeHealth = pg.health
             clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in

@@ -17,13 +17,18 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     private let registry: RideRegistry
     /// The store worker: where due auto-ends and the daily prune go.
     private let jobs: any StoreJobSink
+    /// How the batch reaches the other service threads: their mailboxes, not the hub.
+    private let mailboxes: Mailboxes
+    private let threads: Int
 
-    /// Made from what it uses, before the hub and its threads exist (Hub.init).
-    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink) {
+    /// Made from what it uses, before the hub's threads exist (Hub.init).
+    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int) {
         self.clock = clock
         self.metrics = metrics
         self.registry = registry
         self.jobs = jobs
+        self.mailboxes = mailboxes
+        self.threads = threads
     }
 
     func start(on shard: Shard) {
@@ -59,10 +64,10 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         // The other threads get their share inside the registry's lock, so a tick encoded
         // before a transition committed is in their mailboxes before that transition's push.
         let (batch, pushes, autoEnds) = registry.tick(seq: seq, at: at) { batch, pushes in
-            for s in shard.hub.shards where s !== shard {
+            for i in 0..<threads where i != shard.index {
                 var events = pushes.map { ShardEvent.push($0.0, $0.1, except: nil) }
                 events.append(.tick(batch))
-                s.post(events)
+                mailboxes.post(i, events)
             }
         }
         // Limits that passed end through the store like any transition; their push follows
