@@ -1,6 +1,5 @@
 @testable import RideService
 import XCTest
-@testable import RidePushServer
 
 /// The JSON log line: a pure function, exact strings.
 final class LogLineTests: XCTestCase {

@@ -1,6 +1,5 @@
 @testable import RideService
 import XCTest
-@testable import RidePushServer
 
 /// The soak's finding (issue 15): freed heap is handed back once a crowd has left, not
 /// during a steady churn.

@@ -2,7 +2,6 @@
 import XCTest
 import RideAuth
 @testable import RideCore
-@testable import RidePushServer
 
 /// `watch_all` / `unwatch_all` through one connection's protocol logic, without a socket.
 extension ConnectionTests {

@@ -1,15 +1,13 @@
 @testable import RideService
-import CLibWebSockets
 import XCTest
 @testable import RideCore
-@testable import RidePushServer
 
 /// The session's one slow-consumer clock (issue 25; Outbox.swift has the clock itself): a tick
 /// that goes without a write, leaving nothing waiting, stops it, so a frame much later is not
 /// judged by the old start (a quiet connection is not "slow" at its next frame).
 final class SlowConsumerTests: XCTestCase {
     func testATickDroppedWithNothingElseWaitingStopsTheClock() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: Int(clws_pre()))
+        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
         session.pendingTicks = 1
         session.outbox.waiting(at: 100)
         XCTAssertTrue(session.outbox.overdue(at: 221, lag: 100), "the pending tick waited 12 s")
@@ -19,7 +17,7 @@ final class SlowConsumerTests: XCTestCase {
     }
 
     func testATickDroppedBehindQueuedFramesKeepsTheClock() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: Int(clws_pre()))
+        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
         session.pendingTicks = 1
         session.outbox.waiting(at: 100)
         XCTAssertTrue(session.queue([0, 1]))

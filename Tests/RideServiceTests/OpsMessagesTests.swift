@@ -2,7 +2,6 @@
 import Foundation
 import XCTest
 @testable import RideCore
-@testable import RidePushServer
 import RideStore
 
 /// The operator feed's frames, byte for byte.

@@ -1,15 +1,13 @@
 @testable import RideService
 import XCTest
-import CLibWebSockets
 import RideAuth
 @testable import RideCore
 import RideProtocol
-@testable import RidePushServer
 
 /// One connection's protocol logic without a socket: messages in, actions out.
 final class ConnectionTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_000
-    let pre = Int(clws_pre())
+    let pre = 16
     let me = Requester(shard: 0, session: 9)
 
     final class Context: ConnectionContext {
