@@ -188,9 +188,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
         do throws(ServerError) {
             for i in 0..<threads {
-                let shard = Shard(index: i, hub: self, listenFD: listener.fd)
-                try shard.create(config: config)
-                shards.append(shard)
+                let context = try Shard.makeContext(hub: self, config: config)
+                shards.append(Shard(index: i, hub: self, listenFD: listener.fd, context: context))
             }
         } catch {
             // A refused start (TLS files, a port in use by a later thread) leaves nothing behind.
@@ -236,6 +235,14 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.
     public func shutdown() {
         for shard in shards { shard.post(.shutdown) }
+    }
+
+    /// The shard servicing lws context `ctx` (the callbacks' way in): on a service thread its
+    /// own, else found among the few.
+    func shard(for ctx: OpaquePointer) -> Shard? {
+        let i = ServiceThread.current
+        if i >= 0, i < shards.count, shards[i].context == ctx { return shards[i] }
+        return shards.first { $0.context == ctx }
     }
 
     /// A request for the store worker (it decides, commits and answers in turn).

@@ -51,11 +51,13 @@ final class AdapterBoundaryTests: XCTestCase {
         XCTAssertLessThan(lines, 2_500, "RidePushServer has \(lines) lines")
     }
 
-    func testNoUnsafeUnownedAndEveryUncheckedSendableSaysWhy() throws {
+    func testNoUnsafeUnownedNoImplicitlyUnwrappedAndEveryUncheckedSendableSaysWhy() throws {
         let server = ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideCore", "RideAuth", "RideWebhooks", "RideProtocol"]
         for f in try files() where server.contains(f.target) {
             for line in code(f.text) {
                 XCTAssertFalse(line.contains("unowned(unsafe)"), "\(f.target)/\(f.name): \(line)")
+                XCTAssertNil(line.range(of: #"(var|let) \w+: [^=]+!\s*(//.*)?$"#, options: .regularExpression),
+                             "\(f.target)/\(f.name): an implicitly unwrapped optional: \(line)")
                 if line.contains("@unchecked Sendable") {
                     XCTAssertTrue(line.contains("//"), "\(f.target)/\(f.name): an @unchecked Sendable without its owner or lock: \(line)")
                 }
