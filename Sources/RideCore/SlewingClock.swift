@@ -97,9 +97,3 @@ public protocol ClockReport: Sendable {
     func takeSteps() -> [Int64]
 }
 
-/// clock_gettime in microseconds: the one helper for it (RideBench and the server use it too).
-@inline(__always) public func systemMicros(_ id: clockid_t) -> Int64 {
-    var ts = timespec()
-    clock_gettime(id, &ts)
-    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-}

@@ -1,3 +1,4 @@
+import RideService
 import CLibWebSockets
 
 /// `--ws-echo BYTES` (tests only, off by default): a WebSocket at `/echo` that sends every
@@ -5,22 +6,6 @@ import CLibWebSockets
 /// (tests/test_autobahn.py) exercise RidePush's own receive path: the same fragment
 /// reassembly, size limit (BYTES instead of --max-frame), lws UTF-8 validation, close
 /// handling and incomplete-message timeout as /ws. Without the flag /echo is a 404 as before.
-final class EchoQueue {
-    /// Largest message it takes; a bigger one closes the connection with 1009.
-    let limit: Int
-    /// Messages to send back, LWS_PRE bytes in front, in order.
-    var frames: [(binary: Bool, bytes: [UInt8])] = []
-    var head = 0
-    /// Bytes waiting in `frames`: past twice the limit reading stops, so a peer that sends
-    /// without reading holds at most that much here.
-    var queued = 0
-    var readingPaused = false
-
-    init(limit: Int) { self.limit = limit }
-
-    var isEmpty: Bool { head == frames.count }
-}
-
 extension Shard {
     /// A complete message on an echo connection (LwsCallback.receive: reassembled and within the limit).
     func echo(_ s: Session, _ e: EchoQueue, binary: Bool) {

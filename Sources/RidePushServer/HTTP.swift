@@ -51,7 +51,7 @@ extension Shard {
         }
         // Not in memory: the store worker reads it; this thread serves others meanwhile.
         let token = awaitingStore.add(wsi, id)
-        hub.registry.submit(.lookup(id, from: Requester(shard: index, session: 0),
+        hub.submit(.lookup(id, from: Requester(shard: index, session: 0),
                                     then: .http(token: token, claims: admitted.claims, journal: admitted.journal)))
         return 0
     }

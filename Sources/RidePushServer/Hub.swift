@@ -10,18 +10,18 @@ import Synchronization
 
 /// The server: shared state (registry, metrics, the ticker) and the service threads.
 public final class Hub: @unchecked Sendable {  // fields are set once in init; shared state is locked or atomic
-    let config: ServerConfig
-    let clock: RideClock
-    let metrics = Metrics()
-    let registry: RideRegistry
+    package let config: ServerConfig
+    package let clock: RideClock
+    package let metrics = Metrics()
+    package let registry: RideRegistry
     private(set) var shards: [Shard] = []
     let ticker: Ticker
-    let ops: OpsFeed
+    package let ops: OpsFeed
     /// Auth on: every token the server accepts is checked here (WebSocket, HTTP, upgrades).
-    let verifier: TokenVerifier?
+    package let verifier: TokenVerifier?
     /// Signs share links; nil without an HS256 secret.
-    let signer: TokenSigner?
-    var authRequired: Bool { verifier != nil }
+    package let signer: TokenSigner?
+    package var authRequired: Bool { verifier != nil }
     let publicDir: String
     let listener: Listener
     private let perAddress = Locked<[String: Int]>([:])
@@ -88,14 +88,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         listener = try Listener(host: config.host, port: config.port)
 
         // In dependency order, each piece handed what it uses: the feed, the registry, the
-        // ticker, the rides from the store, the worker; then the C structures lws keeps, then
+        // rides from the store, the coordinator, the worker, the ticker; then the C structures lws keeps, then
         // the service threads (which need all of it), and last the mailboxes they are reached by.
         let threads = max(1, config.threads)
         let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
         ops = OpsFeed(threads: threads, pre: pre)
         let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre)
         self.registry = registry
-        ticker = Ticker(clock: clock, metrics: metrics, registry: registry)
         var book = RideBook(plans: config.plans)
         var cluster: ClusterCatchUp?
         do {
@@ -141,7 +140,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         storeWorker = worker
-        registry.connect(worker)
+        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads)
         if let pg = store as? PostgresStore {
             storeHealth = pg.health
             clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
@@ -189,14 +188,12 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
         do throws(ServerError) {
             for i in 0..<threads {
-                let shard = Shard(index: i, hub: self, listenFD: listener.fd)
-                try shard.create(config: config)
-                shards.append(shard)
+                let context = try Shard.makeContext(hub: self, config: config)
+                shards.append(Shard(index: i, hub: self, listenFD: listener.fd, context: context))
             }
         } catch {
             // A refused start (TLS files, a port in use by a later thread) leaves nothing behind.
             for shard in shards { lws_context_destroy(shard.context) }
-            registry.disconnect()
             freeContextStructures()
             close(listener.fd)
             throw error
@@ -210,7 +207,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         storeWorker.start()
         webhookSender?.start()
         clusterFeed?.start()
-        let trimmer = HeapTrimmer(shards: shards)
+        let trimmer = HeapTrimmer(connections: { [shards] in shards.reduce(0) { $0 + $1.connectionCount.load(ordering: .relaxed) } },
+                                  trim: { _ = malloc_trim(0) })
         trimmer.start()
         let done = DispatchGroup()
         for shard in shards {
@@ -231,7 +229,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         storeWorker.stop()
         // After the worker: no commit pokes it any more. Before the caller closes the outbox.
         webhookSender?.stop()
-        registry.disconnect()
         trimmer.stop()
     }
 
@@ -239,6 +236,17 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public func shutdown() {
         for shard in shards { shard.post(.shutdown) }
     }
+
+    /// The shard servicing lws context `ctx` (the callbacks' way in): on a service thread its
+    /// own, else found among the few.
+    func shard(for ctx: OpaquePointer) -> Shard? {
+        let i = ServiceThread.current
+        if i >= 0, i < shards.count, shards[i].context == ctx { return shards[i] }
+        return shards.first { $0.context == ctx }
+    }
+
+    /// A request for the store worker (it decides, commits and answers in turn).
+    func submit(_ job: StoreJob) { storeWorker.submit([job]) }
 
     /// Per-address connection limit (WebSocket sessions).
     func admit(_ peer: String) -> Bool {

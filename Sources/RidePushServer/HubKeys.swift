@@ -1,3 +1,4 @@
+import RideService
 import RideAuth
 
 extension Hub {

@@ -1,3 +1,4 @@
+import RideService
 import Glibc
 
 /// The one listening socket. Each service thread adopts a duplicate of it and accepts from

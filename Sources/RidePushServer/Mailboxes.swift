@@ -1,3 +1,4 @@
+import RideService
 /// How the store worker reaches the service threads: made before them (the worker's
 /// coordinator needs it at once), filled with the shards once they exist, before any thread
 /// runs. Holds the shards, not the hub, so no reference leads back to what made it.

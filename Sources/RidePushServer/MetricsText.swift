@@ -1,3 +1,4 @@
+import RideService
 import RideCore
 
 extension Hub {

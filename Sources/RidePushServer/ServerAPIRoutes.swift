@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RideAuth
+import RideCore
 import RideService
 
 /// The server API on the HTTP side (ServerAPIRequest.swift decides, StoreCoordinator applies):
@@ -58,7 +59,7 @@ extension Shard {
             lws_callback_on_writable(wsi)
         case .success(let call):
             let token = awaitingStore.add(wsi, pending.path)
-            hub.registry.submit(.api(call, from: Requester(shard: index, session: 0, http: token)))
+            hub.submit(.api(call, from: Requester(shard: index, session: 0, http: token)))
         }
         return 0
     }

@@ -1,3 +1,4 @@
+import RideService
 import CLibWebSockets
 import RideAuth
 import RideCore
@@ -21,7 +22,7 @@ extension Shard {
         for a in actions {
             switch a {
             case .send(let frame): send(s, frame)
-            case .submit(let job): hub.registry.submit(job)
+            case .submit(let job): hub.submit(job)
             case .subscribe(let live):
                 let slot = live.slot(index)
                 s.subscriptions.append(Subscription(live: live, index: Int32(slot.pointee.subscribers.count)))
@@ -44,12 +45,12 @@ extension Shard {
 }
 
 extension Hub: ConnectionContext {
-    func now() -> UnixMillis { clock.now() }
-    func wallSeconds() -> Int64 { WallClock.seconds() }
-    func monotonic() -> Int64 { monotonicMillis() }
-    func ride(_ id: String) -> LiveRide? { registry.find(id) }
-    func snapshot(_ live: LiveRide) -> Ride { registry.snapshot(live) }
-    func plan(_ id: String?) -> FarePlan? { registry.plan(id) }
-    func count(_ type: String, _ result: String) { metrics.control(type, result) }
-    func rateLimited() { metrics.add(metrics.rateLimited) }
+    package func now() -> UnixMillis { clock.now() }
+    package func wallSeconds() -> Int64 { WallClock.seconds() }
+    package func monotonic() -> Int64 { monotonicMillis() }
+    package func ride(_ id: String) -> LiveRide? { registry.find(id) }
+    package func snapshot(_ live: LiveRide) -> Ride { registry.snapshot(live) }
+    package func plan(_ id: String?) -> FarePlan? { registry.plan(id) }
+    package func count(_ type: String, _ result: String) { metrics.control(type, result) }
+    package func rateLimited() { metrics.add(metrics.rateLimited) }
 }

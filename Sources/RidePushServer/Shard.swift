@@ -7,34 +7,19 @@ import RideProtocol
 import RideService
 import Synchronization
 
-/// Work handed to a service thread from another thread.
-enum ShardEvent: Sendable {
-    case tick(TickBatch)
-    /// A message for every subscriber of the ride on this thread, except session `except`.
-    case push(LiveRide, [UInt8], except: UInt64?)
-    /// The store worker's answer to one of a session's requests (after its commit). A state
-    /// reply for `ride` replaces the session's waiting tick of that ride.
-    case reply(UInt64, [UInt8], ride: LiveRide?)
-    /// A lookup the store worker answered: continue with the ride (nil: no such ride).
-    case found(UInt64, Continuation, LiveRide?, ProtocolError?)
-    /// For this thread's operators (OpsFeed.swift).
-    case ops(OpsItem)
-    /// An operator read's HTTP response for the connection waiting under the token (OpsRequests.swift).
-    case httpAnswer(UInt64, UInt32, [UInt8])
-    case shutdown
-}
-
 /// One libwebsockets context and the thread that services it. lws is single-threaded per
 /// context, so every lws call for this context happens on that thread; other threads hand
 /// work over through `mailbox` and `lws_cancel_service`.
-final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCount` atomic, `context` set before the threads start; the rest is its service thread's (asserted in callback)
+final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCount` atomic, `context` immutable; the rest is its service thread's (asserted in callback)
     let index: Int
     /// The hub outlives its shards (it makes and destroys them): unowned, and checked, so a
     /// use after it is gone traps instead of reading freed memory. The tick's per-subscriber
     /// loop does not touch it.
     unowned let hub: Hub
-    private(set) var context: OpaquePointer!
-    private(set) var vhost: OpaquePointer!
+    /// Made before the shard and handed in (Shard.makeContext): its user pointer is the hub,
+    /// which finds the shard by context (Hub.shard(for:)).
+    let context: OpaquePointer
+    let vhost: OpaquePointer
     private let mailbox = Locked<[ShardEvent]>([])
     /// Sessions on this thread by serial (service thread only). Answers from the store worker
     /// name a session by serial, so one that closed meanwhile is simply not found.
@@ -82,9 +67,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// Monotonic ms of the service loop's last iteration (/healthz: is this thread alive).
     let lastLoop = Atomic<Int64>(monotonicMillis())
 
-    init(index: Int, hub: Hub, listenFD: Int32) {
+    init(index: Int, hub: Hub, listenFD: Int32, context: (OpaquePointer, vhost: OpaquePointer)) {
         self.index = index
         self.hub = hub
+        self.context = context.0
+        vhost = context.vhost
         self.listenFD = dup(listenFD)
         tickTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         backoffTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
@@ -98,12 +85,13 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         backoffTimer.deallocate()
     }
 
-    /// Creates the context (on the calling thread; it is serviced by `run`).
-    func create(config: ServerConfig) throws(ServerError) {
+    /// Creates a shard's context (on the calling thread; the shard's `run` services it), before
+    /// the shard: lws calls back with the hub, which knows its shards.
+    static func makeContext(hub: Hub, config: ServerConfig) throws(ServerError) -> (OpaquePointer, vhost: OpaquePointer) {
         var info = lws_context_creation_info()
         info.port = CONTEXT_PORT_NO_LISTEN_SERVER
         info.protocols = UnsafePointer(hub.protocols)
-        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.user = Unmanaged.passUnretained(hub).toOpaque()
         info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
         // lws reads every peer address as the vhost's family: IPv6 only when we listen on it.
         if !hub.listener.isIPv6 { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
@@ -124,8 +112,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             }
             throw ServerError("could not create the libwebsockets context")
         }
-        context = ctx
-        vhost = lws_get_vhost_by_name(ctx, hub.vhostName)
+        guard let vhost = lws_get_vhost_by_name(ctx, hub.vhostName) else {
+            lws_context_destroy(ctx)
+            throw ServerError("the libwebsockets context has no vhost")
+        }
+        return (ctx, vhost)
     }
 
     /// The service loop; returns when a shutdown has closed every session (or timed out).
@@ -500,15 +491,4 @@ struct TimerBox {
         guard let o = box.pointee.owner else { return nil }
         return Unmanaged<T>.fromOpaque(o).takeUnretainedValue()
     }
-}
-
-func monotonicMicros() -> Int64 { systemMicros(CLOCK_MONOTONIC) }
-
-func monotonicMillis() -> Int64 { monotonicMicros() / 1000 }
-
-/// A monotonic clock good to a few milliseconds, read without a system call.
-func coarseMillis() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
 }

@@ -1,3 +1,4 @@
+import RideService
 import CLibWebSockets
 import RideCore
 import Synchronization
@@ -14,12 +15,20 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     private let clock: RideClock
     private let metrics: Metrics
     private let registry: RideRegistry
+    /// The store worker: where due auto-ends and the daily prune go.
+    private let jobs: any StoreJobSink
+    /// How the batch reaches the other service threads: their mailboxes, not the hub.
+    private let mailboxes: Mailboxes
+    private let threads: Int
 
-    /// Made from what it uses, before the hub and its threads exist (Hub.init).
-    init(clock: RideClock, metrics: Metrics, registry: RideRegistry) {
+    /// Made from what it uses, before the hub's threads exist (Hub.init).
+    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int) {
         self.clock = clock
         self.metrics = metrics
         self.registry = registry
+        self.jobs = jobs
+        self.mailboxes = mailboxes
+        self.threads = threads
     }
 
     func start(on shard: Shard) {
@@ -55,15 +64,15 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         // The other threads get their share inside the registry's lock, so a tick encoded
         // before a transition committed is in their mailboxes before that transition's push.
         let (batch, pushes, autoEnds) = registry.tick(seq: seq, at: at) { batch, pushes in
-            for s in shard.hub.shards where s !== shard {
+            for i in 0..<threads where i != shard.index {
                 var events = pushes.map { ShardEvent.push($0.0, $0.1, except: nil) }
                 events.append(.tick(batch))
-                s.post(events)
+                mailboxes.post(i, events)
             }
         }
         // Limits that passed end through the store like any transition; their push follows
         // their commit, and the ride stops ticking meanwhile.
-        registry.jobs.submit(autoEnds)
+        jobs.submit(autoEnds)
         for (live, frame) in pushes { shard.push(live, frame, except: nil) }
         shard.fanOut(batch)
         if let c = clock as? ClockReport {
@@ -73,7 +82,7 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         if at - lastPrune > 3_600_000 {
             lastPrune = at
-            registry.submit(.prune(before: clock.now() - 24 * 3600 * 1000))
+            jobs.submit([.prune(before: clock.now() - 24 * 3600 * 1000)])
         }
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the

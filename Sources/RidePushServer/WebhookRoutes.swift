@@ -1,4 +1,5 @@
 import Dispatch
+import RideCore
 import RideAuth
 import RideService
 import RideWebhooks

@@ -1,9 +1,9 @@
-import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
 import RideOptions
 import RidePushServer
+import RideService
 import RideStore
 import RideStorePostgres
 import RideStoreSQLite
@@ -65,7 +65,7 @@ func serveCommand(_ args: [String]) -> Int32 {
     blockServerSignals()
     do throws(ServerError) {
         let logFormat = Log.Format(rawValue: o.string("--log-format")!)!
-        Log.use(logFormat)
+        LogSink.install(logFormat)
         c.host = o.string("--host")!
         c.port = o.int("--port")!
         c.publicDir = o.string("--public")!

@@ -1,8 +1,8 @@
-import CLibWebSockets
 import Foundation
 import RideAuth
 import RideBench
 import RidePushServer
+import RideService
 
 let usage = """
 ridepush — live ride push server
@@ -21,7 +21,7 @@ usage:
 Each command takes --help.
 """
 
-lws_set_log_level(LLL_ERR | LLL_WARN | LLL_USER, nil)
+LogSink.install(.text)  // every command logs like the server until `serve` picks its format
 let argv = CommandLine.arguments
 let rest = Array(argv.dropFirst(2))
 let status: Int32

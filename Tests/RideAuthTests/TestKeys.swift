@@ -1,3 +1,4 @@
+import RideCore
 import COpenSSL
 import Foundation
 @testable import RideAuth

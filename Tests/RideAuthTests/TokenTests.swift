@@ -1,3 +1,4 @@
+import RideCore
 import Foundation
 import XCTest
 @testable import RideAuth

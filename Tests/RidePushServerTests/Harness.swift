@@ -1,3 +1,4 @@
+@testable import RideService
 import CLibWebSockets
 import RideCore
 import RideStore
@@ -49,13 +50,15 @@ final class Harness {
     init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil, maxOpenRides: Int = 0, webhooks: [String] = []) {
         self.clock = clock
         registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops, pre: Int(clws_pre()))
-        registry.connect(queue)
         coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics(),
                                        maxOpenRides: maxOpenRides, webhooks: webhooks,
                                        eventsCommitted: { [unowned self] in eventPokes += 1 }) {
             [unowned self] i, e in events[i] += e
         }
     }
+
+    /// What the service threads hand the store worker (Hub.submit), queued for `run`.
+    func submit(_ job: StoreJob) { queue.submit([job]) }
 
     func run() {
         let jobs = queue.take()
@@ -73,7 +76,7 @@ final class Harness {
     @discardableResult
     func request(_ r: RideBook.Request, id: String? = nil, scope: String = "") -> (reply: [UInt8]?, pushes: [[UInt8]]) {
         events = [[], []]
-        registry.submit(.request(r, id: id, scope: scope, access: nil, from: Requester(shard: 0, session: 1)))
+        submit(.request(r, id: id, scope: scope, access: nil, from: Requester(shard: 0, session: 1)))
         run()
         return (replies(to: 1).first, pushes(1))
     }

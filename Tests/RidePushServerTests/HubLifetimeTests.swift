@@ -1,3 +1,4 @@
+@testable import RideService
 import Foundation
 import RideStore
 import XCTest

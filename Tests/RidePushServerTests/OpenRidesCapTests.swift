@@ -1,3 +1,4 @@
+@testable import RideService
 import XCTest
 import RideAuth
 @testable import RideCore
@@ -35,7 +36,7 @@ final class OpenRidesCapTests: XCTestCase {
     func testStartsDecidedInOneGroupCountBeforeTheyArePublished() {
         let h = Harness(ManualClock(t0), maxOpenRides: 2)
         for i in 0..<4 {
-            h.registry.submit(.request(start("g\(i)", owner: "carol"), id: "g\(i)", scope: "carol", access: nil,
+            h.submit(.request(start("g\(i)", owner: "carol"), id: "g\(i)", scope: "carol", access: nil,
                                        from: Requester(shard: 0, session: 1)))
         }
         h.run()
@@ -47,7 +48,7 @@ final class OpenRidesCapTests: XCTestCase {
         let h = Harness(ManualClock(t0), maxOpenRides: 1)
         let ops = Access(TokenClaims(sub: "op", scope: .control, ops: true))
         for i in 0..<3 {
-            h.registry.submit(.request(start("o\(i)", owner: "op"), id: "o\(i)", scope: "op", access: ops,
+            h.submit(.request(start("o\(i)", owner: "op"), id: "o\(i)", scope: "op", access: ops,
                                        from: Requester(shard: 0, session: 1)))
         }
         h.run()

@@ -1,3 +1,4 @@
+@testable import RideService
 import XCTest
 import CLibWebSockets
 @testable import RideCore

@@ -1,3 +1,4 @@
+@testable import RideService
 import CEpoll
 import Glibc
 import XCTest

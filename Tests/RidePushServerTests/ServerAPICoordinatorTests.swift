@@ -3,7 +3,7 @@ import RideAuth
 @testable import RideCore
 import RideProtocol
 @testable import RidePushServer
-import RideService
+@testable import RideService
 import RideStore
 
 /// The server API through the store worker's turn by hand (no sockets, a clock advanced by
@@ -26,7 +26,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     @discardableResult
     func run(_ h: Harness, _ calls: ServerAPICall...) -> [HTTPAnswer] {
         h.events = [[], []]
-        for (i, c) in calls.enumerated() { h.registry.submit(.api(c, from: Requester(shard: 0, session: 0, http: UInt64(i + 1)))) }
+        for (i, c) in calls.enumerated() { h.submit(.api(c, from: Requester(shard: 0, session: 0, http: UInt64(i + 1)))) }
         h.run()
         let answers = h.events[0].compactMap { e -> (UInt64, HTTPAnswer)? in
             if case .httpAnswer(let t, let s, let b) = e { return (t, HTTPAnswer(status: s, body: b)) } else { return nil }
@@ -42,7 +42,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
         let clock = ManualClock(t0)
         let h = Harness(clock)
         let create = call("/v1/rides", #"{"rider":"alice","ride":"r-1","limit":600}"#)
-        h.registry.submit(.api(create, from: Requester(shard: 0, session: 0, http: 7)))
+        h.submit(.api(create, from: Requester(shard: 0, session: 0, http: 7)))
         XCTAssertTrue(h.events.allSatisfy(\.isEmpty), "nobody told before the commit")
         h.run()
         XCTAssertEqual(h.store.commits.count, 1)

@@ -1,3 +1,4 @@
+@testable import RideService
 import XCTest
 import CLibWebSockets
 @testable import RideCore
@@ -13,10 +14,10 @@ final class StoreCoordinatorTests: XCTestCase {
     func testRequestsQueuedTogetherCommitInOneTransactionAndAreAnsweredAfterIt() throws {
         let h = Harness(ManualClock(t0))
         for (n, rid) in ["a", "b", "c"].enumerated() {
-            h.registry.submit(.request(.start(ride: rid, plan: nil, limit: nil, owner: nil), id: "s\(n)", scope: "",
+            h.submit(.request(.start(ride: rid, plan: nil, limit: nil, owner: nil), id: "s\(n)", scope: "",
                                        access: nil, from: Requester(shard: n % 2, session: UInt64(n))))
         }
-        h.registry.submit(.request(.command(.pause, ride: "a", metres: nil), id: "p", scope: "", access: nil,
+        h.submit(.request(.command(.pause, ride: "a", metres: nil), id: "p", scope: "", access: nil,
                                    from: Requester(shard: 0, session: 0)))
         XCTAssertNil(h.registry.find("a"), "not in memory, not told, before the commit")
         XCTAssertTrue(h.events.allSatisfy(\.isEmpty))
@@ -73,7 +74,7 @@ final class StoreCoordinatorTests: XCTestCase {
     func testTwoRetriesInOneGroupAreAppliedOnce() throws {
         let h = Harness(ManualClock(t0))
         for _ in 0..<2 {
-            h.registry.submit(.request(.start(ride: "r", plan: nil, limit: nil, owner: nil), id: "s", scope: "u",
+            h.submit(.request(.start(ride: "r", plan: nil, limit: nil, owner: nil), id: "s", scope: "u",
                                        access: nil, from: Requester(shard: 0, session: 1)))
         }
         h.run()
@@ -119,8 +120,8 @@ final class StoreCoordinatorTests: XCTestCase {
         try h.store.inner.append(ride: "old", .end(at: t0 - 5_000, reason: .rider, metres: 0), reply: nil)
         XCTAssertNil(h.registry.find("old"))
         let env = ClientEnvelope(id: "g", message: .get(ride: "old"))
-        h.registry.submit(.lookup("old", from: Requester(shard: 1, session: 7), then: .message(env)))
-        h.registry.submit(.lookup("ghost", from: Requester(shard: 1, session: 7), then: .message(env)))
+        h.submit(.lookup("old", from: Requester(shard: 1, session: 7), then: .message(env)))
+        h.submit(.lookup("ghost", from: Requester(shard: 1, session: 7), then: .message(env)))
         h.run()
         XCTAssertEqual(h.events[1].count, 2)
         guard case .found(7, _, let live?, nil) = h.events[1][0] else { return XCTFail("\(h.events[1])") }

@@ -1,3 +1,4 @@
+@testable import RideService
 import XCTest
 @testable import RideCore
 @testable import RidePushServer

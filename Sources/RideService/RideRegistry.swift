@@ -1,0 +1,208 @@
+import RideAuth
+import RideCore
+import RideProtocol
+import RideStore
+import Synchronization
+
+/// Every committed ride the process knows, shared by all service threads: what ticks, reads
+/// and `/healthz` see. Changes come only from the store worker after their commit; the lock
+/// (`view`) is held for memory work only — never across a store call — so a slow disk never
+/// stalls a tick or a lookup. Requests that change rides go to the store worker (Hub.submit), which holds the
+/// coordinator, which holds this registry: the registry holds neither, so nothing is a cycle.
+package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; every other field is immutable
+    package struct View {
+        var rides: [String: LiveRide] = [:]
+        /// Rides that tick (not ended), compact for the per-second loop.
+        package var live: [LiveRide] = []
+        /// Ended rides, oldest first, so memory stays bounded (the store keeps them all).
+        var endedOrder: [String] = []
+        /// The last tick's encoded size: the next one reserves that much once.
+        var tickBytes = 0
+        /// Open rides per owner, and starts decided but not yet published (with the owner of
+        /// each by ride id): what --max-open-rides-per-rider counts (`openRides`).
+        var openByOwner: [String: Int] = [:]
+        var startsPending: [String: Int] = [:]
+        var pendingOwners: [String: String] = [:]
+    }
+
+    package let plans: [String: FarePlan]
+    /// The same plans, boxed once for the rides to share.
+    private let boxes: [String: PlanBox]
+    private let fallbackBox = PlanBox(.standard)
+    let defaultPlan: FarePlan
+    let shards: Int
+    let clock: RideClock
+    let metrics: Metrics
+    /// The operator feed, told of every committed transition and every tick under `view` (OpsFeed.swift).
+    let ops: OpsFeed?
+    package let view = Locked(View())
+    static let keptEndedRides = 10_000
+    /// Bytes every encoded frame leaves free in front for the socket layer's header (lws's
+    /// LWS_PRE), handed in by the adapter at start: this side never asks lws.
+    let pre: Int
+
+    package init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
+        self.ops = ops
+        self.pre = pre
+        var byID: [String: FarePlan] = [:]
+        for p in plans { byID[p.id] = p }
+        self.plans = byID
+        boxes = byID.mapValues(PlanBox.init)
+        defaultPlan = FarePlan.defaultPlan(of: plans)
+        self.shards = shards
+        self.clock = clock
+        self.metrics = metrics
+    }
+
+    package var counts: (riding: Int, paused: Int, ended: Int) {
+        view.withLock { v in
+            var r = 0, p = 0
+            for l in v.live { if l.ride.state == .paused { p += 1 } else { r += 1 } }
+            return (r, p, v.rides.count - v.live.count)
+        }
+    }
+
+    /// A ride's plan; one no longer loaded bills as the built-in default rather than not at all.
+    func box(_ id: String) -> PlanBox { boxes[id] ?? fallbackBox }
+
+    package func plan(_ id: String?) -> FarePlan? { id.map { plans[$0] } ?? defaultPlan }
+
+    // MARK: reads (any thread; memory only)
+
+    /// A ride in memory, or nil: the caller then asks the store worker (`StoreJob.lookup`).
+    package func find(_ id: String) -> LiveRide? {
+        view.withLock { $0.rides[id] }
+    }
+
+    package func snapshot(_ live: LiveRide) -> Ride { view.withLock { _ in live.ride } }
+
+    // MARK: changes (store worker only, after commit)
+
+    /// Runs `body` with the view locked. The store worker publishes what committed and posts
+    /// its replies and pushes inside, and the ticker encodes and posts a tick inside: so a
+    /// tick encoded before a transition reaches every thread's mailbox before its push.
+    package func publishing<T>(_ body: (inout View) -> T) -> T {
+        view.withLock { body(&$0) }
+    }
+
+    /// A committed ride entering memory (a start, or a ride read from the store).
+    package func add(_ ride: Ride, _ v: inout View) -> LiveRide {
+        if let l = v.rides[ride.id] { return l }
+        let live = LiveRide(ride: ride, plan: box(ride.planID), shards: shards)
+        v.rides[ride.id] = live
+        if ride.state == .ended {
+            v.endedOrder.append(ride.id)
+        } else {
+            live.liveIndex = Int32(v.live.count)
+            v.live.append(live)
+            if let owner = ride.owner { v.openByOwner[owner, default: 0] += 1 }
+        }
+        return live
+    }
+
+    /// Open rides of `owner`, with its starts decided but not yet published (store worker).
+    func openRides(of owner: String) -> Int {
+        view.withLock { v in v.openByOwner[owner, default: 0] + v.startsPending[owner, default: 0] }
+    }
+
+    /// A start of `owner`'s was decided (store worker): counted until it is published.
+    func startPending(_ ride: String, owner: String) {
+        view.withLock { v in
+            v.startsPending[owner, default: 0] += 1
+            v.pendingOwners[ride] = owner
+        }
+    }
+
+    /// A decided start was published, committed or not (under the view lock): no longer pending.
+    func startSettled(_ ride: String, _ v: inout View) {
+        guard let owner = v.pendingOwners.removeValue(forKey: ride) else { return }
+        let n = v.startsPending[owner, default: 0] - 1
+        v.startsPending[owner] = n > 0 ? n : nil
+    }
+
+    /// A committed transition of a ride in memory.
+    func apply(_ next: Ride, to live: LiveRide, _ v: inout View) {
+        live.ride = next
+        live.autoEndQueued = false
+        if next.state == .ended, live.liveIndex >= 0 {
+            if let owner = next.owner {
+                let n = v.openByOwner[owner, default: 0] - 1
+                v.openByOwner[owner] = n > 0 ? n : nil
+            }
+            let i = Int(live.liveIndex)
+            let last = v.live.removeLast()
+            if i < v.live.count {
+                v.live[i] = last
+                last.liveIndex = Int32(i)
+            }
+            live.liveIndex = -1
+            v.endedOrder.append(live.id)
+        }
+    }
+
+    /// Forgets the oldest ended rides nobody watches once there are too many; returns their
+    /// ids (the store still has them, and reads them again if asked).
+    func trimEnded(_ v: inout View) -> [String] {
+        guard v.endedOrder.count > Self.keptEndedRides * 2 else { return [] }
+        var kept: [String] = []
+        var dropped: [String] = []
+        for (n, rid) in v.endedOrder.enumerated() {
+            guard let l = v.rides[rid] else { continue }
+            if n < Self.keptEndedRides, l.subscriberCount.load(ordering: .relaxed) == 0 {
+                v.rides[rid] = nil
+                dropped.append(rid)
+            } else {
+                kept.append(rid)
+            }
+        }
+        v.endedOrder = kept
+        return dropped
+    }
+
+    // MARK: the tick (timer thread)
+
+    /// Encodes one tick per ticking ride from committed state, warns rides near their limit
+    /// and notices due auto-ends (returned as jobs for the store worker; a ride whose end is
+    /// on its way to the store stops ticking). `post` runs under the view lock with the batch
+    /// and the warnings, so it orders them against every committed transition's push.
+    package func tick(seq: Int64, at: UnixMillis,
+              post: (TickBatch, [(LiveRide, [UInt8])]) -> Void) -> (TickBatch, [(LiveRide, [UInt8])], [StoreJob]) {
+        view.withLock { v in
+            var pushes: [(LiveRide, [UInt8])] = []
+            var ends: [StoreJob] = []
+            let frames = TickMemory(reserving: v.tickBytes + v.tickBytes / 16)
+            var tickEnds: [(live: LiveRide, end: Int32)] = []
+            tickEnds.reserveCapacity(v.live.count)
+            var f: [UInt8] = []
+            f.reserveCapacity(256)
+            for live in v.live {
+                if live.autoEndQueued { continue }
+                if live.ride.dueAutoEnd(at: at, maxPauseSeconds: live.plan.maxPauseSeconds) != nil {
+                    live.autoEndQueued = true
+                    ends.append(.autoEnd(live.id, at: at))
+                    continue
+                }
+                if let remaining = live.ride.remainingSeconds(at: at), live.ride.state == .riding {
+                    // The nearest threshold first: a ride that starts (or is first seen) with a
+                    // minute or less left gets the 1-minute warning alone, not a "5 minutes"
+                    // warning followed by the 1-minute one a second later.
+                    for threshold: Int64 in [60, 300] where remaining <= threshold && remaining > 0 && !live.warned.contains(threshold) {
+                        live.warned.insert(threshold)
+                        if threshold == 60 { live.warned.insert(300) }
+                        pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))
+                        ops?.warning(ride: live.id, remaining: remaining, at: at)
+                        break
+                    }
+                }
+                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0)
+                frames.append(f)
+                tickEnds.append((live, Int32(frames.count)))
+            }
+            v.tickBytes = frames.count
+            let batch = TickBatch(seq: seq, at: at, frames: frames, ends: tickEnds)
+            post(batch, pushes)
+            ops?.tick(seq: seq, at: at, live: v.live, ended: v.rides.count - v.live.count)
+            return (batch, pushes, ends)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import XCTest
+
+/// The split of issue 25 held by the source itself: libwebsockets stays in the adapter
+/// (RidePushServer) and the SDK's Linux transport (RidePushClient), the headroom is read only
+/// there, and the adapter stays thin.
+final class AdapterBoundaryTests: XCTestCase {
+    private let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Sources")
+
+    /// Every Swift file of every target: (target, file name, text).
+    private func files() throws -> [(target: String, name: String, text: String)] {
+        let fm = FileManager.default
+        var out: [(String, String, String)] = []
+        for target in try fm.contentsOfDirectory(atPath: sources.path).sorted() {
+            let dir = sources.appendingPathComponent(target)
+            guard let names = try? fm.contentsOfDirectory(atPath: dir.path) else { continue }
+            for name in names.sorted() where name.hasSuffix(".swift") {
+                out.append((target, name, try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)))
+            }
+        }
+        XCTAssertGreaterThan(out.count, 100, "read the sources from \(sources.path)")
+        return out
+    }
+
+    /// Code lines only: a comment may name lws.
+    private func code(_ text: String) -> [Substring] {
+        text.split(separator: "\n", omittingEmptySubsequences: false).filter {
+            !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//")
+        }
+    }
+
+    func testOnlyTheAdapterAndTheSDKImportLibWebSockets() throws {
+        let importers = Set(try files().filter { f in code(f.text).contains { $0.hasPrefix("import CLibWebSockets") } }.map(\.target))
+        XCTAssertEqual(importers, ["RidePushServer", "RidePushClient"])
+    }
+
+    func testTheHeadroomIsReadOnlyInTheAdapter() throws {
+        for f in try files() where f.target != "RidePushServer" && f.target != "RidePushClient" {
+            for line in code(f.text) {
+                XCTAssertFalse(line.contains("clws_pre") || line.contains("LWS_PRE"), "\(f.target)/\(f.name): \(line)")
+            }
+        }
+        let service = try files().filter { $0.target == "RideService" }
+        XCTAssertFalse(service.isEmpty)
+    }
+
+    func testTheAdapterStaysThin() throws {
+        let lines = try files().filter { $0.target == "RidePushServer" }.reduce(0) { $0 + $1.text.split(separator: "\n", omittingEmptySubsequences: false).count - 1 }
+        XCTAssertGreaterThan(lines, 0)
+        XCTAssertLessThan(lines, 2_500, "RidePushServer has \(lines) lines")
+    }
+
+    func testNoUnsafeUnownedNoImplicitlyUnwrappedAndEveryUncheckedSendableSaysWhy() throws {
+        let server = ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideCore", "RideAuth", "RideWebhooks", "RideProtocol"]
+        for f in try files() where server.contains(f.target) {
+            for line in code(f.text) {
+                XCTAssertFalse(line.contains("unowned(unsafe)"), "\(f.target)/\(f.name): \(line)")
+                XCTAssertNil(line.range(of: #"(var|let) \w+: [^=]+!\s*(//.*)?$"#, options: .regularExpression),
+                             "\(f.target)/\(f.name): an implicitly unwrapped optional: \(line)")
+                if line.contains("@unchecked Sendable") {
+                    XCTAssertTrue(line.contains("//"), "\(f.target)/\(f.name): an @unchecked Sendable without its owner or lock: \(line)")
+                }
+            }
+        }
+    }
+}
