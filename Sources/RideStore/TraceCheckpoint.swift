@@ -12,9 +12,12 @@ public struct TraceCheckpoint: Sendable, Equatable {
     /// Server time (Unix ms) that fix arrived: whether it is fresh enough for an `end` is
     /// judged on the server's clock, not the device's.
     public let receivedAt: UnixMillis?
+    /// The GBFS vehicle type the ride started with (zone rules depend on it).
+    public let vehicleType: String?
 
-    public init(ride: String, metres: Int64, last: TracePoint?, receivedAt: UnixMillis?) {
+    public init(ride: String, metres: Int64, last: TracePoint?, receivedAt: UnixMillis?, vehicleType: String? = nil) {
         self.ride = ride
+        self.vehicleType = vehicleType
         self.metres = metres
         self.last = last
         self.receivedAt = receivedAt

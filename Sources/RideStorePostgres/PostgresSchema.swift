@@ -126,8 +126,13 @@ enum PostgresSchema {
                 lon         float8,
                 at          bigint,                -- Unix ms of the fix (the device's clock)
                 accuracy    float8,
-                received_at bigint                 -- Unix ms the server received it
+                received_at bigint,                -- Unix ms the server received it
+                vehicle_type text                  -- GBFS vehicle type id the ride started with
             );
+            -- An operator's end where the zone rules refused it (`force`) says so on its receipt.
+            ALTER TABLE ridepush.journal DROP CONSTRAINT IF EXISTS journal_reason_check;
+            ALTER TABLE ridepush.journal ADD CONSTRAINT journal_reason_check
+                CHECK (reason IN ('rider', 'operator', 'operator_forced', 'time_limit', 'pause_limit'));
             """),
     ]
 }

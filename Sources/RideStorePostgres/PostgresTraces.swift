@@ -8,14 +8,14 @@ extension PostgresJournal {
     static func traceStatement(_ t: TraceCheckpoint) -> (sql: String, params: [PGValue]) {
         let p = t.last
         return ("""
-            INSERT INTO ridepush.traces (ride_id, metres, lat, lon, at, accuracy, received_at)
-            SELECT id, $2::bigint, $3::float8, $4::float8, $5::bigint, $6::float8, $7::bigint FROM ridepush.rides WHERE id = $1::text
+            INSERT INTO ridepush.traces (ride_id, metres, lat, lon, at, accuracy, received_at, vehicle_type)
+            SELECT id, $2::bigint, $3::float8, $4::float8, $5::bigint, $6::float8, $7::bigint, $8::text FROM ridepush.rides WHERE id = $1::text
             ON CONFLICT (ride_id) DO UPDATE SET metres = excluded.metres, lat = excluded.lat, lon = excluded.lon,
-                at = excluded.at, accuracy = excluded.accuracy, received_at = excluded.received_at
+                at = excluded.at, accuracy = excluded.accuracy, received_at = excluded.received_at, vehicle_type = excluded.vehicle_type
             RETURNING 1
             """, [.text(t.ride), .int(t.metres), .text(p.map { TraceText.text($0.point.lat) }),
                   .text(p.map { TraceText.text($0.point.lon) }), .int(p?.at), .text(p.map { TraceText.text($0.accuracy) }),
-                  .int(t.receivedAt)])
+                  .int(t.receivedAt), .text(t.vehicleType)])
     }
 
     static func traceOutcome(_ r: PGResult) -> Outcome { r.count > 0 ? .written : .stale }
@@ -27,7 +27,7 @@ extension PostgresJournal {
 
     static func trace(_ c: PostgresConnection, _ ride: String) throws(PostgresError) -> TraceCheckpoint? {
         // float8 as text is its shortest round-tripping form (extra_float_digits ≥ 1, the default since PostgreSQL 12).
-        let r = try c.query("SELECT metres, lat::text, lon::text, at, accuracy::text, received_at FROM ridepush.traces WHERE ride_id = $1::text",
+        let r = try c.query("SELECT metres, lat::text, lon::text, at, accuracy::text, received_at, vehicle_type FROM ridepush.traces WHERE ride_id = $1::text",
                             [.text(ride)])
         guard r.count > 0 else { return nil }
         var last: TracePoint?
@@ -35,7 +35,7 @@ extension PostgresJournal {
            let accuracy = TraceText.double(r.optionalText(0, 4)) {
             last = TracePoint(lat: lat, lon: lon, at: at, accuracy: accuracy)
         }
-        return TraceCheckpoint(ride: ride, metres: r.int(0, 0) ?? 0, last: last, receivedAt: r.int(0, 5))
+        return TraceCheckpoint(ride: ride, metres: r.int(0, 0) ?? 0, last: last, receivedAt: r.int(0, 5), vehicleType: r.optionalText(0, 6))
     }
 }
 

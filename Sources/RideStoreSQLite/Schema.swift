@@ -181,7 +181,8 @@ enum Schema {
                 lon         TEXT,
                 at          INTEGER,              -- Unix ms of the fix (the device's clock)
                 accuracy    TEXT,
-                received_at INTEGER               -- Unix ms the server received it
+                received_at INTEGER,              -- Unix ms the server received it
+                vehicle_type TEXT                 -- GBFS vehicle type id the ride started with
             );
             """),
     ]
