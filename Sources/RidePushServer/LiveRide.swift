@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RideCore
+import RideService
 import Synchronization
 
 /// A ride the server holds in memory, as last committed. `ride`, `warned`, `liveIndex` and
@@ -22,6 +23,8 @@ final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `
     private let shards: UInt8
     /// Position in the registry's list of rides that tick, for O(1) removal.
     var liveIndex: Int32 = -1
+    /// Distance and last position once the ride reported one (issue 28); under the view lock.
+    var trace: LiveTrace?
     /// One per service thread, in one allocation (an array of objects cost 176 bytes a ride).
     private let slots: UnsafeMutablePointer<RideSlot>
     /// Subscribers on every thread, kept by the threads themselves, so that forgetting an

@@ -204,7 +204,8 @@ final class RideRegistry: @unchecked Sendable {  // `view` is Locked; `jobs` is 
                         break
                     }
                 }
-                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0)
+                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0,
+                                    distance: live.trace?.metres, position: live.trace?.positionForTick())
                 frames.append(f)
                 tickEnds.append((live, Int32(frames.count)))
             }

@@ -49,6 +49,9 @@ extension Hub: ConnectionContext {
     func monotonic() -> Int64 { monotonicMillis() }
     func ride(_ id: String) -> LiveRide? { registry.find(id) }
     func snapshot(_ live: LiveRide) -> Ride { registry.snapshot(live) }
+    func trace(_ live: LiveRide) -> (distance: Int64, position: RidePosition?)? {
+        registry.view.withLock { _ in live.trace.map { ($0.metres, $0.position.map(RidePosition.init)) } }
+    }
     func plan(_ id: String?) -> FarePlan? { registry.plan(id) }
     func count(_ type: String, _ result: String) { metrics.control(type, result) }
     func rateLimited() { metrics.add(metrics.rateLimited) }

@@ -14,7 +14,7 @@ package final class GeoDesk {
     package let zones: Geofencing?
     package let config: RideGeo.Config
     package let counters = GeoCounters()
-    private let clock: RideClock
+    package let clock: RideClock
     private var rides: [String: RideGeo] = [:]
     /// Rides whose distance or position changed since their last checkpoint.
     private var dirty: Set<String> = []
