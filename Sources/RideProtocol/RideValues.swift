@@ -39,7 +39,7 @@ extension RideSnapshot {
                   currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, at: at,
                   limit: ride.limit, startedAt: ride.startedAt, endedAt: ride.endedAt, pausedSince: ride.pausedSince,
                   owner: ride.owner, plan: PlanSummary(plan), receipt: receipt)
-        self.distance = ride.state == .ended && ride.metres > 0 ? ride.metres : distance
+        self.distance = ride.state == .ended ? nil : distance  // an ended ride's is its receipt's
         self.position = position
     }
 }

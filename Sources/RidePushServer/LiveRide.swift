@@ -9,7 +9,8 @@ import Synchronization
 ///
 /// The fields are in the order that packs them: the 106-byte `Ride` leaves two bytes before the
 /// next word, where the flags and the thread count go (168 bytes, a 176-byte heap block, where
-/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one).
+/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one;
+/// 176 bytes, a 192-byte block, with the trace reference of issue 28).
 final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
     /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
     let id: String

@@ -47,7 +47,8 @@ package final class GeoDesk {
         let now = clock.now()
         if zones != nil, fields?.position != nil { counters.add(counters.zoneLookups) }
         let geo = RideGeo(zones: zones, vehicleType: fields?.vehicleType, start: fields?.position, now: now, config: config)
-        rides[ride] = geo
+        // A ride that said nothing of where it is costs nothing here until it reports.
+        if fields != nil { rides[ride] = geo }
         let keep = fields?.vehicleType != nil
         return (geo.current, keep ? Self.checkpoint(ride, geo) : nil)
     }
@@ -73,7 +74,7 @@ package final class GeoDesk {
     /// Counts as the ride's checkpoint.
     package func transition(_ ride: String) -> TraceCheckpoint? {
         let now = clock.now()
-        guard var geo = rides[ride] else { return nil }
+        guard var geo = rides[ride], geo.position != nil || geo.metres > 0 || geo.vehicleType != nil else { return nil }
         geo.checkpointed(at: now)
         rides[ride] = geo
         dirty.remove(ride)

@@ -82,7 +82,7 @@ final class GeoDeskTests: XCTestCase {
     }
 
     func testCheckpointsAreOwedEvery30SecondsWhileTheTraceChangesAndNeverPerPosition() throws {
-        _ = desk.started(ride: "r", fields: nil)
+        _ = desk.started(ride: "r", fields: ZoneFields(vehicleType: "scooter"))
         var written: [UnixMillis] = []
         for s in Int64(1)...95 {
             clock.advance(seconds: 1)
