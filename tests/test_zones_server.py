@@ -315,10 +315,10 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
             time.sleep(0.2)
         assert err.get("code") == "end_not_allowed" and '"Park"' in err["message"], err
         on_a.request({"type": "resume", "ride": "r-pg"}, timeout=10)
-        for k in range(12, 26):
+        for k in range(12, 36):
             on_a.send(fix("r-pg", k))
         sync(on_a, "r-pg")
-        # Out of the park (k=25 is in Plaza, which allows ends): a pause on A, the end on B.
+        # Out of the park (k=35 is in Plaza alone, which allows ends): a pause on A, the end on B.
         on_a.request({"type": "pause", "ride": "r-pg"}, timeout=10)
         deadline = time.monotonic() + 10
         while True:
@@ -326,8 +326,8 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
             if end.get("state") == "ended" or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert end.get("state") == "ended", end
-        assert end["receipt"]["distance"] == round(path_metres(range(0, 26)))
+        assert end.get("state") == "ended", (end, pg.psql("SELECT * FROM ridepush.traces", db))
+        assert end["receipt"]["distance"] == round(path_metres(range(0, 36)))
     finally:
         a.stop()
         b.stop()
