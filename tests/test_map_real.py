@@ -70,6 +70,11 @@ def test_ride_map_from_the_servers_ticks_refused_then_accepted_end(browsers, tmp
         B.by_id(drv, "btn-end").click()
         B.wait_state(drv, "ended")
         assert B.by_id(drv, "receipt").is_displayed() and B.by_id(drv, "ride-map").is_displayed()
+        # The end's state carries the last position: the track ends in the rack.
+        B.wait(drv, lambda d: B.attr(d, "ride-map-svg", "data-points") == str(len(TRACK) + 1), 5, "the last point is not drawn")
+        final = device.request({"type": "get", "ride": ride})
+        assert final["receipt"]["distance"] > state["distance"]
+        assert B.attr(drv, "ride-distance", "data-metres") == str(final["receipt"]["distance"])
         assert [e for e in B.console_errors(drv) if "favicon" not in e.get("message", "")] == []
         B.screenshot(drv, "map-real-ended-%s" % tag)
 

@@ -39,7 +39,8 @@ extension RideSnapshot {
                   currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, at: at,
                   limit: ride.limit, startedAt: ride.startedAt, endedAt: ride.endedAt, pausedSince: ride.pausedSince,
                   owner: ride.owner, plan: PlanSummary(plan), receipt: receipt)
-        self.distance = ride.state == .ended ? nil : distance  // an ended ride's is its receipt's
+        // An ended ride with a trace: the distance billed (its receipt's).
+        self.distance = ride.state == .ended ? distance.map { _ in ride.metres } : distance
         self.position = position
     }
 }

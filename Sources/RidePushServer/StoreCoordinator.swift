@@ -220,7 +220,8 @@ final class StoreCoordinator: GroupCommitClient {
         switch decision {
         case .change(let c):
             if c.isStart, let owner = c.after.ride.owner { registry.startPending(c.after.ride.id, owner: owner) }
-            let trace = c.after.ride.state == .ended ? nil : desk.trace(c.after.ride.id)
+            // An ended ride's distance is its receipt's; its last position still goes with it.
+            let trace = desk.trace(c.after.ride.id)
             let (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre,
                                                                  distance: trace?.metres, position: trace?.position.map(RidePosition.init))
             // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
