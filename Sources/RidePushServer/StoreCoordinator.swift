@@ -32,7 +32,7 @@ final class StoreCoordinator: GroupCommitClient {
     private let eventsCommitted: () -> Void
     /// Whether a write of the group being decided carries outbox rows.
     private var groupHasEvents = false
-    /// Where rides are: positions, zones, distance (GeoDesk.swift; hooks in StoreCoordinatorGeo.swift).
+    /// Where rides are: positions, zones, distance (GeoDesk.swift, GeoRequests.swift; the hooks under "where rides are").
     let desk: GeoDesk
 
     /// The group being decided: what to do with each job once the commit is known.
@@ -200,7 +200,7 @@ final class StoreCoordinator: GroupCommitClient {
             return answer(ProtocolError(.tooManyRides, "at most \(maxOpenRides) open rides per rider; end one first", id: id))
         }
         // Where the ride is may refuse it (a start or end in the wrong zone) and decides the
-        // distance an end bills (StoreCoordinatorGeo.swift). A retry is answered as before.
+        // distance an end bills (GeoRequests.swift). A retry is answered as before.
         var forced = false
         if earlier == nil {
             switch geoCheck(request, geo: geo, access: access, id: id, store: store) {

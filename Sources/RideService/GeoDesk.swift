@@ -145,7 +145,8 @@ package final class GeoDesk {
 
     /// The ride's distance and last fix, for a `state` or a tick (nil: no trace held).
     package func trace(_ ride: String) -> (metres: Int64, position: TracePoint?)? {
-        rides[ride].map { ($0.metres, $0.position) }
+        // A ride that reported nothing has no trace to show (its distance is the client's).
+        rides[ride].flatMap { $0.reports > 0 || $0.position != nil ? ($0.metres, $0.position) : nil }
     }
 
     // MARK: -
