@@ -100,3 +100,20 @@ def test_tls_script_runs_each_way_it_can_on_a_few_subscribers():
     for way in ("ws ", "wss-ridepush ", "wss-nginx "):
         line = next((l for l in r.stdout.splitlines() if l.startswith(way) and "connected" in l), None)
         assert line and "connected    60 failed    0" in line, r.stdout
+
+
+def test_positions_bench_reports_what_it_measured():
+    """scripts/bench-positions.py (issue 28) on a few rides for a few seconds: SQLite store, JWT,
+    the Paris zones; every position it sent was counted, looked up in the zones, and the
+    figures it reports are present."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-positions.py"), "--rides", "40", "--conns", "2",
+                        "--quiet", "2", "--warmup", "2", "--window", "3", "--bin", BIN, "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["rides"] == 40 and out["client_sent"] >= 40 * 5, out
+    # 40 a second; a 3 s window holds 3 or 4 rounds of them.
+    assert 26 <= out["positions_per_s"] <= 54 and out["dropped_per_s"] == 0, out
+    assert out["zone_lookups_per_s"] == out["positions_per_s"], out
+    assert out["checkpoints_per_s"] >= 0 and out["cpu_us_per_position"] is not None, out
+    assert all(v is not None for v in out["lateness_reporting_ms"] + out["lateness_quiet_ms"]), out

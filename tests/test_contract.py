@@ -56,9 +56,8 @@ def test_asyncapi_document_names_every_message_error_and_close_code():
     assert sorted(contract.SERVER) == ["authenticated", "error", "fleet", "fleet_event", "fleet_warning", "quote",
                                        "share", "snapshot", "state", "tick", "unsubscribed", "unwatched_all", "warning",
                                        "zone"]
-    # The zones messages are in the contract before the server has them (docs/zones.md); the
-    # document says which, and only those, so the live check below skips nothing else.
-    assert not_sent_yet() == {"zone"}
+    # Every message in the contract is sent by the server (nothing marked x-not-sent-yet).
+    assert not_sent_yet() == set()
     # Error codes and close codes: the same sets as the README's tables.
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     table = readme[readme.index("| code | meaning |"):readme.index("Close codes:")]
@@ -161,17 +160,26 @@ def test_golden_examples_validate_and_cover_every_type():
         assert sorted(int(c) for c in json.load(open(closes))) == sorted(contract.DOC["channels"]["ride"]["x-close-codes"])
 
 
-def test_every_server_message_type_the_server_sends_validates():
+def test_every_server_message_type_the_server_sends_validates(tmp_path):
     """Each server message type, the operator feed's too, produced by the real server over a
-    real socket and validated against its schema (the client hook does it; here it is asserted)."""
+    real socket and validated against its schema (the client hook does it; here it is asserted).
+    One zone ("Slow", 15 km/h, everything allowed) so a position produces a zone push."""
     got = {}
+    zones = tmp_path / "geofencing_zones.json"
+    ring = [[126.97, 37.56], [126.98, 37.56], [126.98, 37.57], [126.97, 37.57], [126.97, 37.56]]
+    zones.write_text(json.dumps({"last_updated": "2025-11-29T12:00:00+09:00", "ttl": 60, "version": "3.0", "data": {
+        "geofencing_zones": {"type": "FeatureCollection", "features": [{"type": "Feature",
+            "geometry": {"type": "MultiPolygon", "coordinates": [[ring]]},
+            "properties": {"name": [{"text": "Slow", "language": "en"}],
+                           "rules": [{"ride_allowed": True, "ride_through_allowed": True, "maximum_speed_kph": 15}]}}]},
+        "global_rules": [{"ride_allowed": True, "ride_through_allowed": True}]}}))
 
     def keep(m):
         assert contract.errors(m) == [], m
         got.setdefault(m["type"], []).append(m)
         return m
 
-    with Server(auth="jwt", env=ENV) as srv:
+    with Server("--zones", str(zones), auth="jwt", env=ENV) as srv:
         alice = control("alice")
         with Client(srv.ws + "?token=" + alice) as dev, Client(srv.ws) as late, \
                 Client(srv.ws + "?token=" + control("op", ops=True)) as op:
@@ -183,6 +191,8 @@ def test_every_server_message_type_the_server_sends_validates():
             keep(op.wait_for(lambda m: m["type"] == "fleet_warning", timeout=3))
             keep(op.wait_for(lambda m: m["type"] == "fleet" and m["rows"], timeout=3))
             keep(dev.request({"type": "subscribe", "ride": r}))
+            dev.send({"type": "position", "ride": r, "lat": 37.565, "lon": 126.975, "at": int(time.time() * 1000), "accuracy": 5})
+            keep(dev.wait_for(lambda m: m["type"] == "zone", timeout=3))
             keep(dev.wait_for(lambda m: m["type"] == "warning", timeout=3))
             keep(dev.wait_for(lambda m: m["type"] == "tick", timeout=3))
             keep(dev.request({"type": "pause", "ride": r}))
@@ -204,7 +214,9 @@ def test_every_server_message_type_the_server_sends_validates():
     assert sorted(got) == sorted(set(contract.SERVER) - not_sent_yet())
     ended = [m for m in got["state"] if m["state"] == "ended" and "journal" not in m]
     assert len(ended) == 1 and "receipt" in ended[0] and "remaining" not in ended[0]
-    assert ended[0]["receipt"]["distance"] == 1200
+    # The ride reported one position (no distance yet): the trace's 0 m is billed, not the
+    # client's 1,200 (a receipt leaves out a zero distance).
+    assert "distance" not in ended[0]["receipt"]
     assert sorted(e["code"] for e in got["error"]) == ["forbidden", "invalid_transition", "ride_not_found",
                                                         "unknown_type"]
     assert got["authenticated"][0] == {"type": "authenticated", "id": got["authenticated"][0]["id"],

@@ -1,8 +1,8 @@
 """`ridepush ride simulate ID --gpx track.gpx` (issue 28, item 5): the track's points reach
 the server as `position` messages in order, with the track's coordinates, at its recorded pace
 divided by --speed; the server's ticks and zone pushes print as `ride watch` prints them. The
-positions are checked by a small ride.v1 stand-in defined here (the real server does not take
-positions yet); against the real server, simulate says plainly what it answered. Bad tracks
+positions are checked by a small ride.v1 stand-in defined here, and against the real server
+the track becomes the ride's trace. Bad tracks
 and options get a line and column or a range before anything connects."""
 import json
 import os
@@ -152,23 +152,26 @@ def test_ctrl_c_stops_a_simulation_quietly():
         rec.close()
 
 
-def test_against_the_real_server_simulate_says_it_does_not_take_positions():
+def test_against_the_real_server_the_track_becomes_the_rides_trace():
+    """The real server takes the positions (issue 28): at --speed 0.9 every point is at least
+    1.1 s after the one before (simulate stamps them when sent), so each counts, and the ride's
+    distance is the track's haversine length."""
+    import math
+
+    def haversine(a, b):
+        p1, p2 = math.radians(a[0]), math.radians(b[0])
+        h = math.sin((p2 - p1) / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(math.radians(b[1] - a[1]) / 2) ** 2
+        return 2 * 6_371_008.8 * math.asin(math.sqrt(h))
     with Server() as srv, Client(srv.ws) as c:
         r = c.request({"type": "start", "ride": "r-sim", "plan": "default"})
         assert r["type"] == "state", r
-        out = run_cli("simulate", "r-sim", "--gpx", TRACK, "--speed", "20", "--url", srv.ws, "--lang", "en")
-        # Whatever the server answers a position with is printed as it said it, and the
-        # simulation stops there instead of sending the rest of the track into the void.
-        assert out.returncode == 1, (out.stdout, out.stderr)
-        first = out.stderr.splitlines()[0]
-        positions = c.request({"type": "position", "ride": "r-sim", "lat": 37.5665, "lon": 126.978,
-                               "at": int(time.time() * 1000), "accuracy": 5})
-        if positions["type"] == "error" and positions["code"] == "unknown_type":
-            assert first == "the server does not take positions: unknown_type: " + positions["message"], out.stderr
-        else:
-            assert first.startswith("position refused: "), out.stderr
-        assert out.stdout.startswith("r-sim riding "), out.stdout
-        assert "sent 6 positions" not in out.stderr
+        out = run_cli("simulate", "r-sim", "--gpx", TRACK, "--speed", "0.9", "--url", srv.ws, "--lang", "en")
+        assert out.returncode == 0, (out.stdout, out.stderr)
+        assert out.stderr.startswith("sent 6 positions from %s over " % TRACK), out.stderr
+        state = c.request({"type": "get", "ride": "r-sim"})
+        expected = sum(haversine(a, b) for a, b in zip(POINTS, POINTS[1:]))
+        assert state["distance"] == round(expected), (state, expected)
+        assert state["position"]["lat"] == POINTS[-1][0] and state["position"]["lon"] == POINTS[-1][1]
 
 
 def test_bad_tracks_and_options_are_refused_before_connecting(tmp_path):

@@ -8,6 +8,8 @@ public enum EndReason: String, Sendable, Equatable {
     case rider
     /// Ended by an operator (an ops token acting on someone else's ride).
     case byOperator = "operator"
+    /// Ended by an ops token with `force` where the zone rules refused the end (issue 28).
+    case forced = "operator_forced"
     case timeLimit = "time_limit"
     case pauseLimit = "pause_limit"
 }

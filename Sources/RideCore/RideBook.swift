@@ -18,8 +18,9 @@ public struct RideBook {
     public enum Request: Sendable, Equatable {
         case start(ride: String?, plan: String?, limit: Int64?, owner: String?)
         case command(RideCommand, ride: String, metres: Int64?)
-        /// A limit passed (noticed at the tick at `at`): end the ride if it is still due.
-        case autoEnd(ride: String, at: UnixMillis)
+        /// A limit passed (noticed at the tick at `at`): end the ride if it is still due,
+        /// billing `metres` (the ride's trace, issue 28).
+        case autoEnd(ride: String, at: UnixMillis, metres: Int64 = 0)
 
         /// What was asked, recorded with the reply so a reused request id that asks something
         /// else is told `conflict` rather than given another request's answer.
@@ -27,14 +28,14 @@ public struct RideBook {
             switch self {
             case .start(let ride, _, _, _): return ride.map { "start \($0)" } ?? "start"
             case .command(let c, let ride, _): return "\(c.rawValue) \(ride)"
-            case .autoEnd(let ride, _): return "auto-end \(ride)"
+            case .autoEnd(let ride, _, _): return "auto-end \(ride)"
             }
         }
 
         public var rideID: String? {
             switch self {
             case .start(let ride, _, _, _): return ride
-            case .command(_, let ride, _), .autoEnd(let ride, _): return ride
+            case .command(_, let ride, _), .autoEnd(let ride, _, _): return ride
             }
         }
     }
@@ -162,11 +163,12 @@ public struct RideBook {
                 return .change(Change(transition: tr, after: after, plan: plan(for: next)))
             }
 
-        case .autoEnd(let rideID, let at):
+        case .autoEnd(let rideID, let at, let metres):
             guard let entry = rides[rideID] else { return .nothing }
             let plan = plan(for: entry.ride)
-            guard let tr = entry.ride.dueAutoEnd(at: at, maxPauseSeconds: plan.maxPauseSeconds),
-                  case .success(let next) = entry.ride.applying(tr) else { return .nothing }
+            guard var tr = entry.ride.dueAutoEnd(at: at, maxPauseSeconds: plan.maxPauseSeconds) else { return .nothing }
+            if case .end(let when, let reason, _) = tr { tr = .end(at: when, reason: reason, metres: metres) }
+            guard case .success(let next) = entry.ride.applying(tr) else { return .nothing }
             let after = Entry(ride: next, seq: entry.seq + 1)
             record(after)
             return .change(Change(transition: tr, after: after, plan: plan))

@@ -44,8 +44,12 @@ public enum OpsCodec {
             var w = JSONWriter(reserving: 112, prefix: prefix)
             w.beginObject()
             w.field("type", "fleet_warning")
-            w.field("ride", x.ride)
-            w.field("remaining", x.remaining)
+            if let z = x.zone {
+                ServerCodec.zoneFields(&w, z)  // "ride", "zone", "rules", as the zone push has them
+            } else {
+                w.field("ride", x.ride)
+            }
+            if let r = x.remaining { w.field("remaining", r) }
             w.field("at", x.at)
             w.endObject()
             return w.bytes
@@ -117,20 +121,22 @@ public enum OpsCodec {
 
         public mutating func row(_ r: FleetRow) {
             row(ride: r.ride, state: r.state, elapsed: r.elapsed, paused: r.paused, fare: r.fare, remaining: r.remaining,
-                watchers: r.watchers)
+                watchers: r.watchers, position: r.position)
         }
 
         /// The server's row of a ride at the tick's instant: its figures go straight to the
-        /// row, without a FleetRow per ride (as the tick itself does).
-        public mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
-            let f = RideFigures(ride, plan, at: at)
+        /// row, without a FleetRow per ride (as the tick itself does). `metres`: the trace's
+        /// distance (a per-km plan bills it live); `position`: where it last was.
+        public mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int, metres: Int64? = nil,
+                                 position: GeoPoint? = nil) {
+            let f = RideFigures(ride, plan, at: at, metres: metres)
             row(ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare, remaining: f.remaining,
-                watchers: Int64(watchers))
+                watchers: Int64(watchers), position: position)
         }
 
-        /// One row in FleetRow.columns order.
+        /// One row in FleetRow.columns order, then the position when known.
         mutating func row(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, remaining: Int64?,
-                                 watchers: Int64) {
+                                 watchers: Int64, position: GeoPoint? = nil) {
             w.beginArray()
             w.string(ride)
             w.string(state.rawValue)
@@ -139,6 +145,12 @@ public enum OpsCodec {
             w.int(fare)
             if let x = remaining { w.int(x) } else { w.null() }
             w.int(watchers)
+            if let p = position {
+                w.beginArray()
+                writeNumber(&w, p.lat)
+                writeNumber(&w, p.lon)
+                w.endArray()
+            }
             w.endArray()
         }
 
@@ -250,6 +262,9 @@ public enum OpsCodec {
             return .fleetEvent(FleetEvent(event: try f.value("event", TransitionKind.self, "event"), at: try f.int("at"),
                                           ride: try watched(try f.object("ride"))))
         case "fleet_warning":
+            if f.has("rules") {
+                return .fleetWarning(FleetWarning(ride: try f.string("ride"), zone: try ServerCodec.zone(f), at: try f.int("at")))
+            }
             return .fleetWarning(FleetWarning(ride: try f.string("ride"), remaining: try f.int("remaining"), at: try f.int("at")))
         case "unwatched_all":
             return .unwatchedAll(id: try f.optionalString("id"))
@@ -267,7 +282,7 @@ public enum OpsCodec {
     }
 
     static func fleetRow(_ v: JSON) throws(ProtocolError) -> FleetRow {
-        guard case .array(let a) = v, a.count == FleetRow.columns.count else {
+        guard case .array(let a) = v, a.count == FleetRow.columns.count || a.count == FleetRow.columns.count + 1 else {
             throw ProtocolError(.badRequest, "a fleet row must be an array of \(FleetRow.columns.count) values")
         }
         func int(_ i: Int) throws(ProtocolError) -> Int64 {
@@ -277,8 +292,16 @@ public enum OpsCodec {
         guard let ride = a[0].string else { throw ProtocolError(.badRequest, "fleet row \"ride\" must be a string") }
         guard let s = a[1].string, let state = RideState(rawValue: s) else { throw ProtocolError(.badRequest, "fleet row \"state\" must be a ride state") }
         let remaining: Int64? = a[5] == .null ? nil : try int(5)
+        var position: GeoPoint?
+        if a.count > FleetRow.columns.count {
+            guard case .array(let p) = a[7], p.count == 2, let lat = ClientCodec.number(p[0]), let lon = ClientCodec.number(p[1]),
+                  abs(lat) <= 90, abs(lon) <= 180 else {
+                throw ProtocolError(.badRequest, "a fleet row's position must be [lat, lon]")
+            }
+            position = GeoPoint(lat: lat, lon: lon)
+        }
         return FleetRow(ride: ride, state: state, elapsed: try int(2), paused: try int(3), fare: try int(4),
-                        remaining: remaining, watchers: try int(6))
+                        remaining: remaining, watchers: try int(6), position: position)
     }
 
     static func row(_ f: Fields, listing: Bool) throws(ProtocolError) -> RideRow {

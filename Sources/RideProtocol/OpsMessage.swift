@@ -73,8 +73,12 @@ public struct FleetRow: Sendable, Equatable {
     public var fare: Int64
     public var remaining: Int64?
     public var watchers: Int64
+    /// The ride's last position, `[lat, lon]` after the columns when the server has one (issue 28).
+    public var position: GeoPoint?
 
-    public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, remaining: Int64?, watchers: Int64) {
+    public init(ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64, remaining: Int64?, watchers: Int64,
+                position: GeoPoint? = nil) {
+        self.position = position
         self.ride = ride
         self.state = state
         self.elapsed = elapsed
@@ -241,12 +245,22 @@ public struct FleetEvent: Sendable, Equatable {
 /// `{"type":"fleet_warning",…}`: a ride has 5 minutes or 1 minute left.
 public struct FleetWarning: Sendable, Equatable {
     public var ride: String
-    public var remaining: Int64
+    /// A time-limit warning: seconds of riding left.
+    public var remaining: Int64?
+    /// A zone warning (issue 28): the ride entered a zone where riding through is not
+    /// allowed; `zone` and `rules` as its `zone` push says them.
+    public var zone: ZoneUpdate?
     public var at: Int64
 
     public init(ride: String, remaining: Int64, at: Int64) {
         self.ride = ride
         self.remaining = remaining
+        self.at = at
+    }
+
+    public init(ride: String, zone: ZoneUpdate, at: Int64) {
+        self.ride = ride
+        self.zone = zone
         self.at = at
     }
 }

@@ -10,10 +10,12 @@ public struct RideFigures: Equatable, Sendable {
     /// the operators' listing shows it, a state message leaves it out).
     public var remaining: Int64?
 
-    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis) {
+    /// `metres`: the distance from the ride's trace so far, billed live by a per-km plan
+    /// (an ended ride's billed distance is its end's, `ride.metres`).
+    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, metres: Int64? = nil) {
         elapsed = ride.elapsedSeconds(at: at)
         paused = ride.pausedSeconds(at: at)
-        fare = FareEngine.fare(plan, riding: elapsed, paused: paused, metres: ride.metres)
+        fare = FareEngine.fare(plan, riding: elapsed, paused: paused, metres: ride.state == .ended ? ride.metres : (metres ?? ride.metres))
         remaining = ride.remainingSeconds(at: at)
     }
 }
@@ -22,8 +24,9 @@ public struct RideFigures: Equatable, Sendable {
 // (the tick alone goes field by field, ServerMessages.tick).
 
 extension RideSnapshot {
-    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis) {
-        let f = RideFigures(ride, plan, at: at)
+    /// `distance` and `position`: the ride's trace as the server holds it (issue 28), if any.
+    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, distance: Int64? = nil, position: RidePosition? = nil) {
+        let f = RideFigures(ride, plan, at: at, metres: distance)
         var receipt: Receipt?
         if ride.state == .ended {
             let q = FareEngine.quote(plan, riding: f.elapsed, paused: f.paused, metres: ride.metres)
@@ -36,6 +39,9 @@ extension RideSnapshot {
                   currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, at: at,
                   limit: ride.limit, startedAt: ride.startedAt, endedAt: ride.endedAt, pausedSince: ride.pausedSince,
                   owner: ride.owner, plan: PlanSummary(plan), receipt: receipt)
+        // An ended ride with a trace: the distance billed (its receipt's).
+        self.distance = ride.state == .ended ? distance.map { _ in ride.metres } : distance
+        self.position = position
     }
 }
 

@@ -65,13 +65,13 @@ extension ServerCodec {
     /// per tick, measured in release).
     static func tick(into out: inout [UInt8], ride: String, state: RideState, elapsed: Int64, paused: Int64, fare: Int64,
                      currency: String, remaining: Int64?, seq: Int64, at: Int64, prefix: Int,
-                     distance: Int64? = nil, position: RidePosition? = nil) {
+                     distance: Int64? = nil, position: RidePosition? = nil, compact: Bool = false) {
         // Move the buffer into the writer: if `out` kept a reference, emptying it would copy.
         var w = JSONWriter(adopting: consume out, prefix: prefix)
         w.beginObject()
         w.field("type", "tick")
         live(&w, ride: ride, state: state, elapsed: elapsed, paused: paused, fare: fare, currency: currency, remaining: remaining)
-        encodeTrace(&w, distance: distance, position: position)
+        encodeTrace(&w, distance: distance, position: position, compact: compact)
         w.field("seq", seq)
         w.field("at", at)
         w.endObject()

@@ -7,22 +7,27 @@ import RideCore
 public enum ServerMessages {
     /// `{"type":"tick",...}` into `out`, reusing its capacity (the hot path: one per ride per
     /// second; allocation-free once `out` has grown).
-    public static func tick(into out: inout [UInt8], ride: Ride, plan: FarePlan, seq: Int64, at: UnixMillis, prefix: Int) {
-        let f = RideFigures(ride, plan, at: at)
+    /// `distance`: the trace's metres (nil: the ride reported none); `position`: the last fix,
+    /// only when it changed since the previous tick (written compactly, `[lat, lon, at]`).
+    public static func tick(into out: inout [UInt8], ride: Ride, plan: FarePlan, seq: Int64, at: UnixMillis, prefix: Int,
+                            distance: Int64? = nil, position: RidePosition? = nil) {
+        let f = RideFigures(ride, plan, at: at, metres: distance)
         ServerCodec.tick(into: &out, ride: ride.id, state: ride.state, elapsed: f.elapsed, paused: f.paused, fare: f.fare,
                          currency: plan.currency.code, remaining: ride.state == .ended ? nil : f.remaining, seq: seq, at: at,
-                         prefix: prefix)
+                         prefix: prefix, distance: distance, position: position, compact: true)
     }
 
     /// `{"type":"state",...}`: the reply to every ride request and the push on every transition.
-    public static func state(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, prefix: Int) -> [UInt8] {
-        ServerCodec.state(RideSnapshot(ride, plan, at: at), id: id, prefix: prefix)
+    public static func state(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, prefix: Int,
+                             distance: Int64? = nil, position: RidePosition? = nil) -> [UInt8] {
+        ServerCodec.state(RideSnapshot(ride, plan, at: at, distance: distance, position: position), id: id, prefix: prefix)
     }
 
     /// The reply to a transition (with the request's id) and the push to every other watcher
     /// (without), from one encoding of the ride: the store worker makes both for every request.
-    public static func stateReplyAndPush(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, prefix: Int) -> (reply: [UInt8], push: [UInt8]) {
-        let push = state(ride: ride, plan: plan, at: at, id: nil, prefix: prefix)
+    public static func stateReplyAndPush(ride: Ride, plan: FarePlan, at: UnixMillis, id: String?, prefix: Int,
+                                         distance: Int64? = nil, position: RidePosition? = nil) -> (reply: [UInt8], push: [UInt8]) {
+        let push = state(ride: ride, plan: plan, at: at, id: nil, prefix: prefix, distance: distance, position: position)
         guard let id else { return (push, push) }
         // `{"type":"state"` then `,"id":…` then the rest, exactly as the encoder writes a state
         // with an id (CodecTests holds the two equal).

@@ -24,6 +24,7 @@ extension Shard {
             return respond(wsi, h.ok ? 200 : 503, json: h.json)
         case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
         case "/plans": return respond(wsi, 200, json: hub.plansDocument())
+        case "/zones": return respond(hub.zonesRoute.answer(), wsi)
         case "/quote": return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
         case "/rides": return ridesListing(wsi)
         case "/v1/webhooks/dead": return deadWebhooks(wsi)

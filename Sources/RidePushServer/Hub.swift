@@ -17,6 +17,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     private(set) var shards: [Shard] = []
     let ticker: Ticker
     package let ops: OpsFeed
+    /// The store worker's position counters, for /metrics (GeoDesk.swift), and `GET /zones`.
+    let geoCounters: GeoCounters
+    let zonesRoute: ZonesRoute
     /// Auth on: every token the server accepts is checked here (WebSocket, HTTP, upgrades).
     package let verifier: TokenVerifier?
     /// Signs share links; nil without an HS256 secret.
@@ -129,10 +132,35 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             }
         }
         webhookSender = sender
+        let desk = GeoDesk(zones: config.zones, config: RideGeo.Config(limits: TraceFilter.Limits(maxSpeedKph: config.maxSpeedKph)),
+                           clock: clock)
+        geoCounters = desk.counters
+        zonesRoute = ZonesRoute(document: config.zonesDocument)
+        if !(store is SharedJournal) {
+            // Open rides' distances for their ticks and reads from the start (one local read
+            // each; on a shared store they come with each ride's next position instead).
+            do throws(StoreError) {
+                var traces: [TraceCheckpoint] = []
+                for rid in registry.view.withLock({ v in v.live.map(\.id) }) {
+                    if let t = try store.trace(rid) { traces.append(t) }
+                }
+                registry.publishing { v in
+                    for t in traces {
+                        guard let live = v.rides[t.ride] else { continue }
+                        let lt = LiveTrace()
+                        lt.update(metres: t.metres, position: t.last)
+                        live.trace = lt
+                    }
+                }
+            } catch {
+                close(listener.fd)
+                throw ServerError("cannot load ride traces: \(error.message)")
+            }
+        }
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
                                            recentReplies: store is MemoryStore ? 0 : 8192,
                                            maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhooks,
-                                           eventsCommitted: { sender?.poke() }) { i, events in mailboxes.post(i, events) }
+                                           eventsCommitted: { sender?.poke() }, desk: desk) { i, events in mailboxes.post(i, events) }
         let worker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
             // The fate of that transaction is unknown: stop, and let a restart read the file
             // (PostgreSQL's answer to a failed fsync). Nobody was told it was recorded.

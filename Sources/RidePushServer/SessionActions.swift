@@ -53,4 +53,7 @@ extension Hub: ConnectionContext {
     package func plan(_ id: String?) -> FarePlan? { registry.plan(id) }
     package func count(_ type: String, _ result: String) { metrics.control(type, result) }
     package func rateLimited() { metrics.add(metrics.rateLimited) }
+    package func trace(_ live: LiveRide) -> (distance: Int64, position: RidePosition?)? {
+        registry.view.withLock { _ in live.trace.map { ($0.metres, $0.position.map(RidePosition.init)) } }
+    }
 }

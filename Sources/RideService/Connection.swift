@@ -21,10 +21,16 @@ package protocol ConnectionContext {
     func ride(_ id: String) -> LiveRide?
     /// The committed state of a ride in memory.
     func snapshot(_ live: LiveRide) -> Ride
+    /// Its distance and last position, once it reported one (issue 28).
+    func trace(_ live: LiveRide) -> (distance: Int64, position: RidePosition?)?
     func plan(_ id: String?) -> FarePlan?
     func count(_ type: String, _ result: String)
     /// A control message refused by the rate limit.
     func rateLimited()
+}
+
+extension ConnectionContext {
+    func trace(_ live: LiveRide) -> (distance: Int64, position: RidePosition?)? { nil }
 }
 
 /// What the protocol logic asks the socket side to do, in order.
@@ -166,7 +172,7 @@ package struct Connection {
         if !closing {
             switch then {
             case .bytes(let frame): out.append(.send(frame))
-            case .http: break
+            case .http, .nothing: break
             case .ops(let req): operatorRequest(req, ctx, from: from, inTurn: true, &out)
             case .message(let env):
                 // Deferred behind the worker: the token may have expired or changed since.
@@ -214,7 +220,8 @@ package struct Connection {
                                  _ out: inout [ConnectionAction]) {
         // Reads and subscriptions wait behind this connection's requests at the worker, so
         // their answers (and a new subscription's first tick) follow the earlier replies.
-        if !inTurn, !env.message.isControl, inFlight > 0 {
+        // Positions go to the worker anyway, in this connection's order: no detour.
+        if !inTurn, !env.message.isControl, inFlight > 0, !Self.isPosition(env.message) {
             return submit(.lookup(Self.rideOf(env.message), from: from, then: .message(env)), &out)
         }
         if case .auth(let token) = env.message {
@@ -238,9 +245,10 @@ package struct Connection {
                 return answer(ServerMessages.error(ProtocolError(.forbidden, "this token may only watch rides", id: env.id), prefix: pre), from: from, inTurn: inTurn, &out)
             }
             submit(.request(.start(ride: ride, plan: plan, limit: limit, owner: access?.rider), id: env.id, scope: scope,
-                            access: access, from: from), &out)
+                            access: access, from: from, geo: env.zoneFields), &out)
         case .control(let cmd, let ride, let metres):
-            submit(.request(.command(cmd, ride: ride, metres: metres), id: env.id, scope: scope, access: access, from: from), &out)
+            submit(.request(.command(cmd, ride: ride, metres: metres), id: env.id, scope: scope, access: access, from: from,
+                            geo: env.zoneFields), &out)
         case .share(let ride) where ctx.verifier == nil:
             out.append(.send(ServerMessages.share(ride: ride, id: env.id, url: "/?ride=\(ride)", token: "", prefix: pre)))
         case .unsubscribe(let ride) where subscribed.contains(ride):
@@ -257,10 +265,10 @@ package struct Connection {
             out.append(.send(ServerMessages.quote(id: env.id, plan: plan, quote: q, seconds: seconds, paused: paused, prefix: pre)))
         case .auth:
             break
-        case .position:
-            // Decoded since ride.v1 has positions (docs/zones.md); answered as before until the
-            // ride engine takes them.
-            out.append(.send(ServerMessages.error(ProtocolError(.unknownType, "unknown message type \"position\" (this server does not take positions yet)", id: env.id), prefix: pre)))
+        case .position(let p):
+            // Decided by the store worker (GeoDesk), which owns the trace; counted in flight
+            // like any job, so a flood of positions pauses this socket's reading.
+            submit(.position(p, id: env.id, access: access, from: from), &out)
         }
     }
 
@@ -296,7 +304,9 @@ package struct Connection {
                 out.append(.subscribe(live))
             }
             ctx.count("subscribe", "ok")
-            out.append(.send(ServerMessages.state(ride: state, plan: live.plan, at: ctx.now(), id: env.id, prefix: pre)))
+            let t = ctx.trace(live)
+            out.append(.send(ServerMessages.state(ride: state, plan: live.plan, at: ctx.now(), id: env.id, prefix: pre,
+                                                  distance: t?.distance, position: t?.position)))
         case .get:
             if let a = access, !a.mayWatch(rideID: ride, rideOwner: state.owner) {
                 return out.append(error(ProtocolError(.forbidden, "this token may not watch ride \"\(ride)\"")))
@@ -305,7 +315,9 @@ package struct Connection {
             if access?.claims.ops == true {
                 return submit(.read(from: from, http: nil, work: OpsReads.journalState(live, id: env.id, pre: pre)), &out)
             }
-            out.append(.send(ServerMessages.state(ride: state, plan: live.plan, at: ctx.now(), id: env.id, prefix: pre)))
+            let t = ctx.trace(live)
+            out.append(.send(ServerMessages.state(ride: state, plan: live.plan, at: ctx.now(), id: env.id, prefix: pre,
+                                                  distance: t?.distance, position: t?.position)))
         case .share:
             // A watch-only link for one ride, for its owner (or ops), valid for two hours.
             guard let a = access, a.mayControl(rideOwner: state.owner) else {
@@ -431,6 +443,11 @@ package struct Connection {
         case .subscribe(let r), .get(let r), .share(let r), .unsubscribe(let r): return r
         default: return nil
         }
+    }
+
+    static func isPosition(_ m: ClientMessage) -> Bool {
+        if case .position = m { return true }
+        return false
     }
 
     static func isShare(_ m: ClientMessage) -> Bool {

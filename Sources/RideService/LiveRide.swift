@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// The fields are in the order that packs them: the 106-byte `Ride` leaves two bytes before the
 /// next word, where the flags and the thread count go (168 bytes, a 176-byte heap block, where
-/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one).
+/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one;
+/// 176 bytes, a 192-byte block, with the trace reference of issue 28).
 package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
     /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
     package let id: String
@@ -21,6 +22,8 @@ package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveI
     private let shards: UInt8
     /// Position in the registry's list of rides that tick, for O(1) removal.
     var liveIndex: Int32 = -1
+    /// Distance and last position once the ride reported one (issue 28); under the view lock.
+    package var trace: LiveTrace?
     /// One per service thread, in one allocation (an array of objects cost 176 bytes a ride).
     private let slots: UnsafeMutablePointer<RideSlot>
     /// Subscribers on every thread, kept by the threads themselves, so that forgetting an

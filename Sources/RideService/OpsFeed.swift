@@ -51,6 +51,12 @@ package final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set
         publish(OpsMessages.warning(ride: ride, remaining: remaining, at: at, prefix: pre), isFrame: false)
     }
 
+    /// A ride entered a zone that may not be ridden through (GeoPublish.fleetWarning's frame).
+    func zoneWarning(_ bytes: [UInt8]) {
+        guard active else { return }
+        publish(bytes, isFrame: false)
+    }
+
     /// The tick's frame: every ride in `live` that ticks (the registry's, under its view
     /// lock). A ride whose auto-end is on its way to the store is left out, as from the ticks.
     func tick(seq: Int64, at: UnixMillis, live: [LiveRide], ended: Int) {
@@ -59,7 +65,10 @@ package final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set
         var counts = RideCounts(ended: ended)
         for l in live where !l.autoEndQueued { if l.ride.state == .paused { counts.paused += 1 } else { counts.riding += 1 } }
         var frame = OpsMessages.Fleet(seq: seq, at: at, counts: counts, rides: live.count, prefix: pre)
-        for l in live where !l.autoEndQueued { frame.row(l.ride, l.plan, at: at, watchers: l.subscriberCount.load(ordering: .relaxed)) }
+        for l in live where !l.autoEndQueued {
+            frame.row(l.ride, l.plan, at: at, watchers: l.subscriberCount.load(ordering: .relaxed), metres: l.trace?.metres,
+                      position: l.trace?.position?.point)
+        }
         publish(frame.finish(), isFrame: true)
     }
 

@@ -19,8 +19,8 @@ package enum OpsMessages {
             e = OpsCodec.FleetEncoder(seq: seq, at: at, counts: counts, rides: rides, prefix: prefix)
         }
 
-        mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int) {
-            e.row(ride, plan, at: at, watchers: watchers)
+        mutating func row(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, watchers: Int, metres: Int64? = nil, position: GeoPoint? = nil) {
+            e.row(ride, plan, at: at, watchers: watchers, metres: metres, position: position)
         }
 
         consuming func finish() -> [UInt8] { e.finish() }

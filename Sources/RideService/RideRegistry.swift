@@ -11,7 +11,7 @@ import Synchronization
 /// coordinator, which holds this registry: the registry holds neither, so nothing is a cycle.
 package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; every other field is immutable
     package struct View {
-        var rides: [String: LiveRide] = [:]
+        package var rides: [String: LiveRide] = [:]
         /// Rides that tick (not ended), compact for the per-second loop.
         package var live: [LiveRide] = []
         /// Ended rides, oldest first, so memory stays bounded (the store keeps them all).
@@ -194,7 +194,8 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
                         break
                     }
                 }
-                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0)
+                ServerMessages.tick(into: &f, ride: live.ride, plan: live.plan, seq: seq, at: at, prefix: 0,
+                                    distance: live.trace?.metres, position: live.trace?.positionForTick())
                 frames.append(f)
                 tickEnds.append((live, Int32(frames.count)))
             }

@@ -43,6 +43,11 @@ public struct ServerConfig: Sendable {
     public var webhooks: [String] = []
     /// `--webhook-secret-file`'s bytes, the HMAC key of `RidePush-Signature`.
     public var webhookSecret: [UInt8] = []
+    /// `--zones`: the GBFS geofencing_zones.json as loaded, and its bytes (`GET /zones`).
+    public var zones: Geofencing?
+    public var zonesDocument: [UInt8]?
+    /// `--max-speed-kph`: a position implying more, from the last accepted one, is dropped.
+    public var maxSpeedKph: Double = 60
 
     public enum AuthMode: Sendable {
         case none

@@ -30,6 +30,8 @@ package final class StoreCoordinator: GroupCommitClient {
     private let eventsCommitted: () -> Void
     /// Whether a write of the group being decided carries outbox rows.
     private var groupHasEvents = false
+    /// Where rides are: positions, zones, distance (GeoDesk.swift, GeoRequests.swift; the hooks under "where rides are").
+    let desk: GeoDesk
 
     /// The group being decided: what to do with each job once the commit is known.
     fileprivate enum Step {
@@ -41,6 +43,9 @@ package final class StoreCoordinator: GroupCommitClient {
         case autoEndNotDue(String)
         /// An HTTP read's answer, held like a reply: it may show what the group read.
         case http(shard: Int, UInt64, UInt32, [UInt8])
+        /// A position counted (or not): the sender's turn back, the ride's new distance and
+        /// position for its ticks, and a zone push / operator warning when owed.
+        case geo(GeoStep)
     }
 
     /// A settled group waiting for its sync: everything `publish` needs.
@@ -71,7 +76,8 @@ package final class StoreCoordinator: GroupCommitClient {
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     package init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
          recentReplies: Int = 8192, maxOpenRides: Int = 0, webhooks: [String] = [], eventsCommitted: @escaping () -> Void = {},
-         deliver: @escaping (Int, [ShardEvent]) -> Void) {
+         desk: GeoDesk? = nil, deliver: @escaping (Int, [ShardEvent]) -> Void) {
+        self.desk = desk ?? GeoDesk(zones: nil, clock: clock)
         recent = RecentReplies(capacity: recentReplies)
         self.webhooks = webhooks
         self.eventsCommitted = eventsCommitted
@@ -95,7 +101,7 @@ package final class StoreCoordinator: GroupCommitClient {
             // One read for the group's request ids instead of one per request (a round trip
             // each on PostgreSQL, a statement's fixed cost each on SQLite).
             let keys = jobs.compactMap { job -> ReplyKey? in
-                guard case .request(_, let id?, let scope, _, _) = job else { return nil }
+                guard case .request(_, let id?, let scope, _, _, _) = job else { return nil }
                 let key = ReplyKey(scope: scope, id: id)
                 return recent[key] == nil ? key : nil
             }
@@ -103,7 +109,8 @@ package final class StoreCoordinator: GroupCommitClient {
             var unknown = Set<String>()
             for job in jobs {
                 switch job {
-                case .request(let r, _, _, _, _): if let rid = r.rideID, !book.knows(rid) { unknown.insert(rid) }
+                case .request(let r, _, _, _, _, _): if let rid = r.rideID, !book.knows(rid) { unknown.insert(rid) }
+                case .position(let p, _, _, _): if !book.knows(p.ride) { unknown.insert(p.ride) }
                 case .lookup(let rid?, _, _): if !book.knows(rid) { unknown.insert(rid) }
                 default: break
                 }
@@ -115,17 +122,22 @@ package final class StoreCoordinator: GroupCommitClient {
             switch job {
             case .cluster:
                 continue  // done first, by catchUp
-            case .request(let request, let id, let scope, let access, let from):
-                decide(request, id: id, scope: scope, access: access, from: from, now: now, store: store, into: &writes)
+            case .request(let request, let id, let scope, let access, let from, let geo):
+                decide(request, id: id, scope: scope, access: access, from: from, geo: geo, now: now, store: store, into: &writes)
             case .api(let call, let from):
-                decide(call.request, id: call.key.id, scope: call.key.scope, access: call.access, from: from, now: now,
+                decide(call.request, id: call.key.id, scope: call.key.scope, access: call.access, from: from, geo: nil, now: now,
                        store: store, into: &writes, api: call)
+            case .position(let p, let id, let access, let from):
+                position(p, id: id, access: access, from: from, store: store, into: &writes)
             case .autoEnd(let rid, let at):
-                guard case .change(let c) = book.decide(.autoEnd(ride: rid, at: at), now: now) else {
+                // Billed from the trace, as a rider's end would be.
+                let metres = (try? desk.billedMetres(rid, clientDistance: nil) { () throws(StoreError) in try store.trace(rid) }) ?? 0
+                guard case .change(let c) = book.decide(.autoEnd(ride: rid, at: at, metres: metres), now: now) else {
                     steps.append(.autoEndNotDue(rid))
                     continue
                 }
                 writes.append(write(c, reply: nil, now: now))
+                transitioned(c, into: &writes)
                 let push = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: at, id: nil, prefix: pre)
                 steps.append(.change(c, write: writes.count - 1, reply: nil, push: push, to: nil, id: nil, key: nil, type: "end"))
             case .lookup(let rid, let from, let then):
@@ -146,11 +158,15 @@ package final class StoreCoordinator: GroupCommitClient {
                 else { steps.append(.answer(r.body, to: from, needsCommit: false, id: nil, type: "get")) }
             }
         }
+        // Traces that changed and are 30 s past their checkpoint, noticed without a report.
+        for cp in desk.dueCheckpoints() { writes.append(.trace(cp)) }
         return writes
     }
 
     private func decide(_ request: RideBook.Request, id: String?, scope: String, access: Access?, from: Requester,
-                        now: UnixMillis, store: RideStore, into writes: inout [StoreWrite], api: ServerAPICall? = nil) {
+                        geo: ZoneFields?, now: UnixMillis, store: RideStore, into writes: inout [StoreWrite],
+                        api: ServerAPICall? = nil) {
+        var request = request
         let type: String
         if case .command(let c, _, _) = request { type = c.rawValue } else { type = "start" }
         func answer(_ e: ProtocolError) {
@@ -192,18 +208,31 @@ package final class StoreCoordinator: GroupCommitClient {
            access?.claims.ops != true, !(rid.map(book.knows) ?? false), registry.openRides(of: owner) >= maxOpenRides {
             return answer(ProtocolError(.tooManyRides, "at most \(maxOpenRides) open rides per rider; end one first", id: id))
         }
+        // Where the ride is may refuse it (a start or end in the wrong zone) and decides the
+        // distance an end bills (GeoRequests.swift). A retry is answered as before.
+        var forced = false
+        if earlier == nil {
+            switch geoCheck(request, geo: geo, access: access, id: id, store: store) {
+            case .proceed(let r, let f): (request, forced) = (r, f)
+            case .refuse(let e): return answer(e)
+            }
+        }
         let decision = book.decide(request, now: now, earlier: earlier) { ride in
             guard let a = access, !a.mayControl(rideOwner: ride.owner) else { return nil }
             return RideBook.Refusal(.forbidden, a.claims.scope == .watch ? "this token may only watch rides" : "ride \"\(ride.id)\" belongs to another rider")
         } endedBy: { ride in
             // The receipt must not tell a rider they returned a scooter an operator ended.
+            if forced { return .forced }
             guard let a = access, a.claims.ops, ride.owner != a.rider else { return .rider }
             return .byOperator
         }
         switch decision {
         case .change(let c):
             if c.isStart, let owner = c.after.ride.owner { registry.startPending(c.after.ride.id, owner: owner) }
-            var (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre)
+            // An ended ride's distance is its receipt's; its last position still goes with it.
+            let trace = desk.trace(c.after.ride.id)
+            var (reply, push) = ServerMessages.stateReplyAndPush(ride: c.after.ride, plan: c.plan, at: now, id: id, prefix: pre,
+                                                                 distance: trace?.metres, position: trace?.position.map(RidePosition.init))
             // Stored without the LWS_PRE room, which is a property of this build, not of the reply.
             var stored = Array(reply[pre...])
             if let api {
@@ -213,7 +242,9 @@ package final class StoreCoordinator: GroupCommitClient {
             let record = key.map { ReplyRecord(key: $0, request: api?.fingerprint ?? request.fingerprint, bytes: stored, at: now) }
             writes.append(write(c, reply: record, now: now))
             if let key, let record { groupReplies[key] = RideBook.Earlier(request: record.request, bytes: record.bytes) }
-            steps.append(.change(c, write: writes.count - 1, reply: reply, push: push, to: from, id: id, key: key, type: type))
+            let w = writes.count - 1
+            if c.isStart { started(c, geo: geo, into: &writes) } else { transitioned(c, into: &writes) }
+            steps.append(.change(c, write: w, reply: reply, push: push, to: from, id: id, key: key, type: type))
         case .refuse(let r):
             answer(ProtocolError(Self.code(r.code), r.message, id: id))
         case .replay(let bytes):
@@ -251,6 +282,9 @@ package final class StoreCoordinator: GroupCommitClient {
     /// Takes another writer's version of a ride into the book, to be published with the group.
     private func adopt(_ u: ClusterCatchUp.Update) {
         if book.knows(u.entry.ride.id) { book.replace(u.entry) } else { book.learn(u.entry) }
+        // Another node moved it: its trace is read again from the store (that node wrote it
+        // with the transition) when next needed.
+        desk.forget(u.entry.ride.id)
         remote.append(u)
     }
 
@@ -279,6 +313,59 @@ package final class StoreCoordinator: GroupCommitClient {
         // The ride as GET /rides/{id} returns it at this instant (the receipt once ended).
         let document = ServerMessages.rideDocument(ride: c.after.ride, plan: c.plan, at: now)
         return WebhookEvent(type: type, rideID: c.after.ride.id, created: now, ride: document).outboxEvents(endpoints: webhooks)
+    }
+
+    // MARK: where rides are (GeoDesk, GeoRequests.swift)
+
+    private func geoCheck(_ request: RideBook.Request, geo: ZoneFields?, access: Access?, id: String?, store: RideStore) -> GeoGate {
+        let ride = request.rideID.flatMap { book.rides[$0]?.ride }
+        return desk.gate(request, geo: geo, access: access, id: id, ride: ride) { () throws(StoreError) in
+            try request.rideID.flatMap { rid throws(StoreError) in try store.trace(rid) }
+        }
+    }
+
+    /// A decided start: its trace begins (a checkpoint when it names a vehicle type), and its
+    /// subscribers get the rules where it started.
+    private func started(_ c: RideBook.Change, geo: ZoneFields?, into writes: inout [StoreWrite]) {
+        let rid = c.after.ride.id
+        let (rules, checkpoint) = desk.started(ride: rid, fields: geo)
+        if let checkpoint { writes.append(.trace(checkpoint)) }
+        if let rules { steps.append(.geo(GeoStep(ride: rid, to: nil, zonePush: GeoPublish.zonePush(ride: rid, rules, prefix: pre)))) }
+    }
+
+    /// A decided pause, resume or end: the trace as of now is written with it; an ended
+    /// ride's trace is forgotten here (the store keeps it).
+    private func transitioned(_ c: RideBook.Change, into writes: inout [StoreWrite]) {
+        let rid = c.after.ride.id
+        if let checkpoint = desk.transition(rid) { writes.append(.trace(checkpoint)) }
+        if c.after.ride.state == .ended { desk.forget(rid) }
+    }
+
+    private func position(_ p: PositionReport, id: String?, access: Access?, from: Requester, store: RideStore,
+                          into writes: inout [StoreWrite]) {
+        if !book.knows(p.ride) { try? learn(p.ride, store) }
+        let (step, checkpoint) = desk.position(p, ride: book.rides[p.ride]?.ride, access: access, id: id, to: (from.shard, from.session),
+                                               prefix: pre) { () throws(StoreError) in try store.trace(p.ride) }
+        if let checkpoint { writes.append(.trace(checkpoint)) }
+        steps.append(.geo(step))
+    }
+
+    /// Under the view lock, once the group is durable: the sender's turn, the ride's figures
+    /// for its ticks, the zone push to its subscribers, the warning to the operators.
+    private func publishGeo(_ g: GeoStep, _ v: inout RideRegistry.View, _ events: inout [[ShardEvent]]) {
+        if let to = g.to {
+            events[to.shard].append(g.error.map { .reply(to.session, $0, ride: nil) } ?? .found(to.session, .nothing, nil, nil))
+        }
+        guard let live = v.rides[g.ride] else { return }
+        if let metres = g.metres {
+            let t = live.trace ?? LiveTrace()
+            t.update(metres: metres, position: g.position)
+            live.trace = t
+        }
+        if let push = g.zonePush {
+            for i in 0..<registry.shards { events[i].append(.push(live, push, except: nil)) }
+        }
+        if let w = g.warning { registry.ops?.zoneWarning(w) }
     }
 
     private func learn(_ rid: String, _ store: RideStore) throws(StoreError) {
@@ -422,6 +509,8 @@ package final class StoreCoordinator: GroupCommitClient {
                     v.rides[rid]?.autoEndQueued = false
                 case .http(let shard, let token, let status, let body):
                     events[shard].append(.httpAnswer(token, status, body))
+                case .geo(let g):
+                    publishGeo(g, &v, &events)
                 }
             }
             let dropped = registry.trimEnded(&v)

@@ -28,14 +28,20 @@ package enum Continuation: Sendable {
     case http(token: UInt64, claims: TokenClaims?, journal: Bool)
     /// Handle this operator request now (OpsRequests.swift).
     case ops(OpsRequest)
+    /// Nothing to send: the job (a position report) needed no answer, only its turn.
+    case nothing
 }
 
 /// Work for the store worker thread, from any thread.
 package enum StoreJob: Sendable {
     /// A control request (start, pause, resume, end): decided, committed, then answered.
-    case request(RideBook.Request, id: String?, scope: String, access: Access?, from: Requester)
+    /// `geo`: a start's place and vehicle type, an end's `force` (issue 28).
+    case request(RideBook.Request, id: String?, scope: String, access: Access?, from: Requester, geo: ZoneFields? = nil)
     /// A server API request (ServerAPIRoutes.swift): decided like `.request`, answered over HTTP.
     case api(ServerAPICall, from: Requester)
+    /// A device's position: counted (or not) by the store worker's GeoDesk, answered only
+    /// when refused; its turn is handed back (`.nothing`) so the connection's bound holds.
+    case position(PositionReport, id: String?, access: Access?, from: Requester)
     /// A limit passed at the tick at `at`.
     case autoEnd(String, at: UnixMillis)
     /// Reads a ride not in memory from the store (if `ride` is given), then hands `then`

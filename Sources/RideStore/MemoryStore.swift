@@ -38,6 +38,8 @@ public final class MemoryStore: RideStore {
     private var replyOf: [ReplyKey: Int32] = [:]
     private var replyBytes = ReplyArena()
     private var closed = false
+    /// Each ride's last trace checkpoint (only rides that reported positions have one).
+    private var traces: [String: TraceCheckpoint] = [:]
     /// Receives the outbox events of every write kept (nil: webhooks off, events dropped).
     private let outbox: OutboxSink?
 
@@ -68,6 +70,8 @@ public final class MemoryStore: RideStore {
                 rows[r].count += 1
                 rows[r].state = StoreRules.state(after: entry.transition)
                 if let reply { record(reply) }
+            case .trace(let t):
+                traces[t.ride] = t
             }
             if let outbox, !write.outbox.isEmpty { outbox.append(write.outbox) }
             results.append(.written)
@@ -85,7 +89,14 @@ public final class MemoryStore: RideStore {
             guard let r = rowOf[entry.ride] else { return StoreError(.rideNotFound, "no ride \(entry.ride)") }
             if let e = StoreRules.appendRefusal(entry, lastSeq: Int64(rows[r].count), state: rows[r].state) { return e }
             return taken(reply)
+        case .trace(let t):
+            return rowOf[t.ride] == nil ? StoreError(.rideNotFound, "no ride \(t.ride)") : nil
         }
+    }
+
+    public func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? {
+        try checkOpen()
+        return traces[ride]
     }
 
     public func openRides() throws(StoreError) -> [StoredRide] {

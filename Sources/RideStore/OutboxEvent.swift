@@ -38,6 +38,7 @@ extension StoreWrite {
         switch self {
         case .create(let new, _): new.outbox
         case .append(let entry, _): entry.outbox
+        case .trace: []
         }
     }
 }

@@ -35,6 +35,9 @@ public protocol RideStore: AnyObject {
     /// The reply recorded for a control request, if still kept (see `prune`).
     func reply(for key: ReplyKey) throws(StoreError) -> StoredReply?
 
+    /// The ride's last trace checkpoint (`StoreWrite.trace`), nil when none was written.
+    func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint?
+
     /// Forgets replies recorded before `instant` (the server passes now − 24 h), in its own
     /// transaction. Rides are never pruned: ended rides keep their receipts.
     func prune(repliesBefore instant: UnixMillis) throws(StoreError)
@@ -93,11 +96,15 @@ public enum StoreWrite: Sendable, Equatable {
     /// ended (optimistic concurrency: two writers deciding from the same state cannot both
     /// append), `.notFound` for an unknown ride.
     case append(JournalEntry, reply: ReplyRecord?)
+    /// The ride's distance and last position, replacing the previous checkpoint. Refused with
+    /// `.notFound` for an unknown ride; written for an ended ride too (its final trace).
+    case trace(TraceCheckpoint)
 
     public var rideID: String {
         switch self {
         case .create(let r, _): return r.id
         case .append(let e, _): return e.ride
+        case .trace(let t): return t.ride
         }
     }
 }

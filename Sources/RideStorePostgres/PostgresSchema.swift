@@ -9,7 +9,7 @@ import RideStore
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 4
+    static let current: Int64 = 5
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -114,6 +114,25 @@ enum PostgresSchema {
                 last_result text,
                 died_at     bigint NOT NULL
             );
+            """),
+        (5, """
+            -- Each ride's trace checkpoint (issue 28): the distance along its accepted positions
+            -- and the last one, overwritten at every transition and every checkpoint (at most
+            -- every 30 s while it changes), so a crash loses at most that much trace.
+            CREATE TABLE ridepush.traces (
+                ride_id     text PRIMARY KEY REFERENCES ridepush.rides (id),
+                metres      bigint NOT NULL,
+                lat         float8,
+                lon         float8,
+                at          bigint,                -- Unix ms of the fix (the device's clock)
+                accuracy    float8,
+                received_at bigint,                -- Unix ms the server received it
+                vehicle_type text                  -- GBFS vehicle type id the ride started with
+            );
+            -- An operator's end where the zone rules refused it (`force`) says so on its receipt.
+            ALTER TABLE ridepush.journal DROP CONSTRAINT IF EXISTS journal_reason_check;
+            ALTER TABLE ridepush.journal ADD CONSTRAINT journal_reason_check
+                CHECK (reason IN ('rider', 'operator', 'operator_forced', 'time_limit', 'pause_limit'));
             """),
     ]
 }

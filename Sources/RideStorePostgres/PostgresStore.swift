@@ -115,6 +115,12 @@ public final class PostgresStore: RideStore {
                     case .stale:
                         results.append(.refused(StoreError(.notNext, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
                     }
+                case .trace(let t):
+                    guard rows[t.ride] != nil, try PostgresJournal.writeTrace(c, t) == .written else {
+                        results.append(.refused(StoreError(.rideNotFound, "no ride \(t.ride)")))
+                        continue
+                    }
+                    results.append(.written)
                 }
             }
             return results
@@ -156,6 +162,12 @@ public final class PostgresStore: RideStore {
                         }
                         rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
                         statements.append(PostgresJournal.appendStatement(entry, reply: reply))
+                    case .trace(let t):
+                        guard rows[t.ride] != nil else {
+                            results.append(.refused(StoreError(.rideNotFound, "no ride \(t.ride)")))
+                            continue
+                        }
+                        statements.append(PostgresJournal.traceStatement(t))
                     }
                     results.append(nil)
                 }
@@ -170,6 +182,7 @@ public final class PostgresStore: RideStore {
                         switch write {
                         case .create(_, let reply): outcome = PostgresJournal.createOutcome(out[k], reply: reply)
                         case .append(_, let reply): outcome = PostgresJournal.appendOutcome(out[k], reply: reply)
+                        case .trace: outcome = PostgresJournal.traceOutcome(out[k])
                         }
                         k += 1
                         guard outcome == .written else {

@@ -136,6 +136,8 @@ extension SQLiteStore {
                 }
                 appended.insert(entry.ride)
                 if let reply { replies.append(reply) }
+            case .trace:
+                return nil  // the caller writes checkpoints itself
             }
         }
         // Ends after pauses and resumes: a ride paused and ended in one group is paused first
@@ -169,6 +171,7 @@ extension SQLiteStore {
             switch write {
             case .create(let new, _): (t, seq) = (.start(at: new.startedAt), 1)
             case .append(let e, _): (t, seq) = (e.transition, e.seq)
+            case .trace: preconditionFailure("applyAll takes no trace checkpoints")
             }
             var reason: String?, metres: Int64?
             if case .end(_, let r, let m) = t { (reason, metres) = (r.rawValue, m) }

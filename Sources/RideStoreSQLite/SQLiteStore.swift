@@ -125,8 +125,20 @@ public final class SQLiteStore: LogSyncing {
         var results: [WriteResult] = []
         results.reserveCapacity(batch.count)
         do {
-            if let all = try applyAll(batch) { results = all } else {
-                try applyEach(batch, into: &results)
+            // Trace checkpoints overwrite one row each and refuse nothing but an unknown ride:
+            // written after the journal writes, which keep their grouped statements.
+            let journal = batch.filter { if case .trace = $0 { false } else { true } }
+            if journal.count == batch.count, let all = try applyAll(batch) { results = all } else {
+                var journalResults: [WriteResult] = []
+                if let all = try applyAll(journal) { journalResults = all } else { try applyEach(journal, into: &journalResults) }
+                var next = journalResults.makeIterator()
+                for write in batch {
+                    if case .trace(let t) = write {
+                        results.append(try writeTrace(t) ? .written : .refused(StoreError(.rideNotFound, "no ride \(t.ride)")))
+                    } else {
+                        results.append(next.next()!)
+                    }
+                }
             }
         } catch {
             if db.inTransaction { try? db.run("ROLLBACK") }
@@ -177,6 +189,8 @@ public final class SQLiteStore: LogSyncing {
             }
             if let e = StoreRules.appendRefusal(entry, lastSeq: row.seq, state: state) { return e }
             return try taken(reply)
+        case .trace(let t):
+            return StoreError(.rideNotFound, "no ride \(t.ride)")
         }
     }
 
@@ -189,6 +203,7 @@ public final class SQLiteStore: LogSyncing {
         case .append(let e, let r):
             if case .start = e.transition { return false }
             reply = r
+        case .trace(let t): return try writeTrace(t)
         }
         if let reply {
             try db.run("INSERT INTO replies (scope, id, bytes, at, request) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -224,6 +239,8 @@ public final class SQLiteStore: LogSyncing {
             }
             guard let n else { return try undo(reply) }
             try insert(entry.transition, ride: n, seq: entry.seq)
+        case .trace:
+            return false
         }
         try insertOutbox(write.outbox)
         return true
@@ -354,6 +371,8 @@ public final class SQLiteStore: LogSyncing {
                 reply = r
             case .append(_, let r):
                 reply = r
+            case .trace:
+                reply = nil
             }
             if let reply { replyKeys?.insert(KeyFilter.hash(reply.key.scope, reply.key.id)) }
         }

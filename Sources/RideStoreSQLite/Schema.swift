@@ -8,7 +8,7 @@ import RideStore
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 7
+    static let current: Int64 = 8
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -167,6 +167,22 @@ enum Schema {
                 attempts    INTEGER NOT NULL,
                 last_result TEXT,
                 died_at     INTEGER NOT NULL          -- Unix ms
+            );
+            """),
+        (8, """
+            -- Each ride's trace checkpoint (issue 28): the distance along its accepted positions
+            -- and the last one, overwritten at every transition and every checkpoint (at most
+            -- every 30 s while it changes), so a crash loses at most that much trace. Doubles
+            -- as text: Swift's shortest round-tripping form reads back bit for bit.
+            CREATE TABLE traces (
+                ride        INTEGER PRIMARY KEY REFERENCES rides (n),
+                metres      INTEGER NOT NULL,
+                lat         TEXT,
+                lon         TEXT,
+                at          INTEGER,              -- Unix ms of the fix (the device's clock)
+                accuracy    TEXT,
+                received_at INTEGER,              -- Unix ms the server received it
+                vehicle_type TEXT                 -- GBFS vehicle type id the ride started with
             );
             """),
     ]

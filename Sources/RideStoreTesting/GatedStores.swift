@@ -25,6 +25,7 @@ public final class GatedStore: RideStore {
 
     public func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
     public func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
+    public func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? { try inner.trace(ride) }
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
     public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
@@ -63,6 +64,7 @@ public final class DeferringStore: LogSyncing {
 
     public func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
     public func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
+    public func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? { try inner.trace(ride) }
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {}
     public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }

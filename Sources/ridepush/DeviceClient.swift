@@ -111,6 +111,7 @@ struct Words: Sendable {
         case .timeLimit: reason = korean ? "시간 제한으로 종료" : "time limit reached"
         case .pauseLimit: reason = korean ? "일시정지 한도로 종료" : "pause limit reached"
         case .byOperator: reason = korean ? "운영자가 종료" : "ended by an operator"
+        case .forced: reason = korean ? "운영자가 반납 불가 구역에서 강제 종료" : "ended by an operator where the zone rules refuse an end"
         case .rider: reason = korean ? "반납" : "returned by the rider"
         }
         out.append(korean ? "  합계 \(money(r.fare, r.currency)) (\(reason))" : "  total \(money(r.fare, r.currency)) (\(reason))")

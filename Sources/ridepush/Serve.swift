@@ -23,6 +23,8 @@ let serveOptions: OptionTable = {
         .flag("--create-store", env: "RIDEPUSH_CREATE_STORE", help: "make the SQLite store file if it does not exist; without it a missing file is refused, so a mistyped path cannot start an empty store"),
         .string("--store-password-file", placeholder: "F", env: "RIDEPUSH_STORE_PASSWORD_FILE", help: "PostgreSQL password, first line of F; else from the URI, PGPASSFILE or ~/.pgpass"),
         .string("--plans", placeholder: "FILE", env: "RIDEPUSH_PLANS", help: "GBFS system_pricing_plans.json with the fare plans; without it the built-in plan"),
+        .string("--zones", placeholder: "FILE", env: "RIDEPUSH_ZONES", help: "GBFS geofencing_zones.json (2.1 to 3.1): refuse starts and ends where its rules do, push zone changes, served at /zones (docs/zones.md)"),
+        .int("--max-speed-kph", placeholder: "KPH", range: 1...1000, env: "RIDEPUSH_MAX_SPEED_KPH", default: 60, help: "a reported position implying more than this from the last one is dropped (counted on /metrics)"),
         .choice("--auth", of: ["jwt", "none"], env: "RIDEPUSH_AUTH", default: "jwt", help: "jwt: tokens required; none: anyone may do anything, refused with a non-loopback --host"),
         .string("--jwt-secret-file", placeholder: "FILE", help: "HS256 secret, or RIDEPUSH_JWT_SECRET; without either a random secret is made once and kept in ridepush.secret beside the SQLite store (mode 0600; per process with --store memory or PostgreSQL), and the page, device-client and operator console links are printed with tokens"),
         // The identity provider's tokens (docs/jwks.md); re-read on SIGHUP.
@@ -93,6 +95,13 @@ func serveCommand(_ args: [String]) -> Int32 {
             let data = try readPlansFile(path)
             do { c.plans = try GBFSPlans.load(data) } catch { throw ServerError("--plans \(path): \(error)") }
         }
+        let zonesPath = o.string("--zones")
+        if let path = zonesPath {
+            let data = try readGBFSFile(path, flag: "--zones", file: "geofencing_zones.json", example: "", maxMiB: 32)
+            do { c.zones = try GBFSZones.parse(data) } catch { throw ServerError("--zones \(path): \(error)") }
+            c.zonesDocument = data
+        }
+        c.maxSpeedKph = Double(o.int("--max-speed-kph")!)
         var links: (control: String, ops: String)?
         var secretNote = ""
         var configuredSecret: [UInt8]?
@@ -183,6 +192,9 @@ func serveCommand(_ args: [String]) -> Int32 {
         }
         print("ridepush: \(c.plans.count == 1 ? "plan" : "plans") \(plansPath.map { "from \($0)" } ?? "built in"): "
               + c.plans.map { "\($0.id) \"\($0.displayName)\" \($0.currency.code)" }.joined(separator: ", "))
+        if let z = c.zones, let path = zonesPath {
+            print("ridepush: zones from \(path): \(z.zones.count) zones, GBFS \(z.version), positions over \(o.int("--max-speed-kph")!) km/h dropped")
+        }
         if logFormat == .json {  // the text format's stdout lines above already say it
             Log.info("serving", ["url": .string("\(scheme)://\(bound):\(hub.port)/"), "threads": .int(Int64(c.threads)),
                              "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
@@ -262,16 +274,21 @@ func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping
 
 /// The plans file's bytes, or why not in words: missing, a directory, not readable.
 func readPlansFile(_ path: String) throws(ServerError) -> [UInt8] {
+    try readGBFSFile(path, flag: "--plans", file: "system_pricing_plans.json", example: "; see plans.example.json", maxMiB: 4)
+}
+
+/// A GBFS file given by `flag`: its bytes, or why not in words.
+func readGBFSFile(_ path: String, flag: String, file: String, example: String, maxMiB: Int) throws(ServerError) -> [UInt8] {
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
-        throw ServerError("--plans \(path): no such file (give the path of a GBFS system_pricing_plans.json; see plans.example.json)")
+        throw ServerError("\(flag) \(path): no such file (give the path of a GBFS \(file)\(example))")
     }
     if isDir.boolValue {
-        throw ServerError("--plans \(path): is a directory; give the path of the JSON file in it (e.g. \(path.hasSuffix("/") ? path : path + "/")system_pricing_plans.json)")
+        throw ServerError("\(flag) \(path): is a directory; give the path of the JSON file in it (e.g. \(path.hasSuffix("/") ? path : path + "/")\(file))")
     }
     guard let f = fopen(path, "r") else {
         let why = errno == EACCES ? "permission denied (the server runs as uid \(getuid()))" : String(cString: strerror(errno))
-        throw ServerError("--plans \(path): cannot open the file: \(why)")
+        throw ServerError("\(flag) \(path): cannot open the file: \(why)")
     }
     defer { fclose(f) }
     var out = [UInt8]()
@@ -280,10 +297,10 @@ func readPlansFile(_ path: String) throws(ServerError) -> [UInt8] {
         let n = fread(&buf, 1, buf.count, f)
         if n > 0 { out += buf[0..<n] }
         if n < buf.count { break }
-        // A pricing file is kilobytes; refuse a mistaken multi-megabyte one before parsing it.
-        guard out.count <= 4 << 20 else { throw ServerError("--plans \(path): larger than 4 MiB; is it the right file?") }
+        // A pricing file is kilobytes, a city's zones a few MiB; refuse a mistaken larger one before parsing it.
+        guard out.count <= maxMiB << 20 else { throw ServerError("\(flag) \(path): larger than \(maxMiB) MiB; is it the right file?") }
     }
-    if ferror(f) != 0 { throw ServerError("--plans \(path): cannot read the file: \(String(cString: strerror(errno)))") }
+    if ferror(f) != 0 { throw ServerError("\(flag) \(path): cannot read the file: \(String(cString: strerror(errno)))") }
     return out
 }
 

@@ -27,6 +27,7 @@ final class FlakyStore: RideStore {
     }
     func openRides() throws(StoreError) -> [StoredRide] { try inner.openRides() }
     func ride(_ id: String) throws(StoreError) -> StoredRide? { try inner.ride(id) }
+    func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? { try inner.trace(ride) }
     func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
     func prune(repliesBefore instant: UnixMillis) throws(StoreError) { try inner.prune(repliesBefore: instant) }
     func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }

@@ -50,7 +50,7 @@ final class ConnectionTests: XCTestCase {
             case .send(let f): return String(decoding: f[pre...], as: UTF8.self)
             case .submit(let job):
                 switch job {
-                case .request(let r, let id, let scope, _, let from): return "submit \(r.fingerprint) id=\(id ?? "-") scope=\(scope) from=\(from.session)"
+                case .request(let r, let id, let scope, _, let from, _): return "submit \(r.fingerprint) id=\(id ?? "-") scope=\(scope) from=\(from.session)"
                 case .lookup(let ride, _, let then):
                     if case .bytes = then { return "submit behind: frame" }
                     return "submit lookup \(ride ?? "-")"

@@ -20,10 +20,12 @@ final class HeapBlockTests: XCTestCase {
         try XCTSkipIf(sanitized, "a sanitizer's allocator, not glibc's malloc")
     }
 
-    func testALiveRideTakesA176ByteBlock() {
+    func testALiveRideTakesA192ByteBlock() {
         let live = LiveRide(ride: Ride(id: "r-abcdefghij", planID: "default", owner: nil, limit: 600, startedAt: 0),
                             plan: PlanBox(.standard), shards: 2)
-        XCTAssertEqual(usable(live), 168, "a 176-byte block (it was 240)")
+        // 176 until the trace reference (issue 28: distance and position for the ticks) took
+        // the next 8 bytes; a side table keyed by id would cost a hash per ride per tick instead.
+        XCTAssertEqual(usable(live), 184, "a 192-byte block (it was 240, then 176)")
         // Two slots, each with its first subscriber inline, in one block.
         XCTAssertEqual(MemoryLayout<RideSlot>.stride, 32)
         XCTAssertEqual(MemoryLayout<SubscriberList>.size, 24)

@@ -17,13 +17,13 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
 
     func testNewFileIsCurrentVersionInWALMode() throws {
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8])
         let raw = try SQLiteConnection(path: path)
         XCTAssertEqual(try raw.scalarText("PRAGMA journal_mode"), "wal")
         raw.close()
         // Opening again applies nothing twice.
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8])
     }
 
     func testMigratesAVersion1FileKeepingItsRides() throws {
@@ -51,7 +51,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try versions(path), [1])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8])
         let open = try store.openRides()
         XCTAssertEqual(open.map(\.id), ["open-1"])
         XCTAssertEqual(open[0].journal, [.start(at: t0), .pause(at: t0 + 60_000)])
@@ -92,6 +92,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         let raw = try SQLiteConnection(path: path)
         try raw.exec("""
             DELETE FROM schema_version WHERE version >= 6;
+            DROP TABLE traces;
             DROP TABLE webhook_outbox;
             DROP TABLE webhook_dead;
             CREATE INDEX replies_at ON replies (at);
@@ -102,7 +103,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try indexes(path), ["replies_at", "replies_key"])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8])
         XCTAssertEqual(try indexes(path), ["replies_key"])
         XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "old"))?.bytes, [1])
         // Recorded after it: t0 + 5, then t0 + 1 (the clock stepped back), then t0 + 6.
@@ -128,15 +129,15 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
     func testNewerSchemaIsRefusedUntouched() throws {
         try SQLiteStore(path: path).close()
         let raw = try SQLiteConnection(path: path)
-        try raw.exec("INSERT INTO schema_version VALUES (8, 1800000000)")
+        try raw.exec("INSERT INTO schema_version VALUES (99, 1800000000)")
         raw.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
 
         let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
         XCTAssertEqual(e?.kind, .newerSchema)
-        XCTAssertEqual(e?.message, "ride store \(path): schema version 8 is newer than this RidePush supports (version 7); upgrade RidePush or use another file")
+        XCTAssertEqual(e?.message, "ride store \(path): schema version 99 is newer than this RidePush supports (version 8); upgrade RidePush or use another file")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 99])
     }
 
     func testNonDatabaseFileIsRefused() throws {
