@@ -101,7 +101,6 @@ final class StoreCoordinator: GroupCommitClient {
                 let key = ReplyKey(scope: scope, id: id)
                 return recent[key] == nil ? key : nil
             }
-            if keys.count > 1 { reads.prefetchReplies(keys) }
             var unknown = Set<String>()
             for job in jobs {
                 switch job {
@@ -110,7 +109,7 @@ final class StoreCoordinator: GroupCommitClient {
                 default: break
                 }
             }
-            if unknown.count > 1 { reads.prefetchRides(unknown.sorted()) }
+            reads.prefetch(replies: keys.count > 1 ? keys : [], rides: unknown.count > 1 ? unknown.sorted() : [])
         }
         var writes: [StoreWrite] = []
         for job in jobs {
