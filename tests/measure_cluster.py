@@ -302,7 +302,9 @@ SECRET = "measure-cluster-" + "k" * 32
 
 
 def signed_server(store):
-    return Server(*FAST, store=store, auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET})
+    # No per-rider cap: each bench is one rider with 64 × 2 rides in flight (the default cap of
+    # 5 open rides turned nearly every start into a `too_many_rides` error, not a transition).
+    return Server(*FAST, "--max-open-rides-per-rider", "1000000", store=store, auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET})
 
 
 def token(rider):
@@ -352,6 +354,13 @@ def pg_cpu_ticks(pg):
     return total
 
 
+def machine_busy():
+    """(busy, total) clock ticks of every core so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
 def pg_counters(pg, db):
     """(commits of `db`, WAL fsyncs, WAL records) so far."""
     c = pg.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '%s'" % db)[0][0]
@@ -369,22 +378,24 @@ def pg_nodes(pg, n, conns, depth, seconds):
     try:
         for s in nodes:
             s.start(timeout=30)
-        c0, t0 = pg_counters(pg, db), pg_cpu_ticks(pg)
+        c0, t0, m0 = pg_counters(pg, db), pg_cpu_ticks(pg), machine_busy()
         w0 = time.monotonic()
         runs = [transitions_bench(s, conns, depth, seconds, pg.dir, "pg node %d of %d" % (i + 1, n))
                 for i, s in enumerate(nodes)]
         rates = [finish(p, seconds) for p in runs]
         wall = time.monotonic() - w0
-        c1, t1 = pg_counters(pg, db), pg_cpu_ticks(pg)
+        c1, t1, m1 = pg_counters(pg, db), pg_cpu_ticks(pg), machine_busy()
     finally:
         for s in nodes:
             s.stop()
     commits, syncs, records = (b - a for a, b in zip(c0, c1))
     done = sum(r or 0 for r in rates) * seconds
     print("PostgreSQL during %d node(s) (%.1f s incl. ramp): CPU %.0f %% of a core; %d commits (%.0f/s), "
-          "%.1f transitions per commit; %d WAL fsyncs (%.0f/s); %.1f WAL records per transition; load %s"
+          "%.1f transitions per commit; %d WAL fsyncs (%.0f/s); %.1f WAL records per transition; "
+          "whole machine busy %.0f %% of %d cores; load %s"
           % (n, wall, 100.0 * (t1 - t0) / hz / wall, commits, commits / wall, done / max(1, commits),
-             syncs, syncs / wall, records / max(1, done), load()))
+             syncs, syncs / wall, records / max(1, done), 100.0 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]),
+             os.cpu_count(), load()))
     return rates
 
 
