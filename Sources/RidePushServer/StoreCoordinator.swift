@@ -72,7 +72,7 @@ final class StoreCoordinator: GroupCommitClient {
 
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
-         recentReplies: Int = 8192, maxOpenRides: Int = 0, webhooks: [String] = [], eventsCommitted: @escaping () -> Void = {},
+         recentReplies: Int = RecentReplies.defaultCapacity, maxOpenRides: Int = 0, webhooks: [String] = [], eventsCommitted: @escaping () -> Void = {},
          deliver: @escaping (Int, [ShardEvent]) -> Void) {
         recent = RecentReplies(capacity: recentReplies)
         self.webhooks = webhooks
@@ -423,6 +423,10 @@ struct RecentReplies {
     private var order: [ReplyKey] = []
     private var head = 0
     let capacity: Int
+    /// A retry comes within seconds of its request, so the last 1,024 replies cover it at any
+    /// rate this node decides; older keys are read from the store. 8,192 held ~2 MB of
+    /// replies, ~0.1 KiB per subscriber at 19,000 (issue 29's RSS per subscriber).
+    static let defaultCapacity = 1_024
 
     init(capacity: Int) { self.capacity = capacity }
 
