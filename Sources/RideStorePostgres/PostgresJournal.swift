@@ -118,6 +118,17 @@ enum PostgresJournal {
             SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM j),
                    (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':' || $2::integer) FROM j) n)
             """
+        // Strict writes are not checked in Swift against the locked row: the transition must
+        // be allowed from the row's state too (StoreRules.appendRefusal), not only follow its seq.
+        let stateCheck = strict ? " AND state = ANY($14::text[])" : ""
+        let allowedFrom: [RideState]
+        switch t {
+        case .start: allowedFrom = []
+        case .pause: allowedFrom = [.riding]
+        case .resume: allowedFrom = [.paused]
+        case .end: allowedFrom = [.riding, .paused]
+        }
+        let extra: [PGValue] = strict ? [.text(arrayLiteral(allowedFrom.map(\.rawValue)))] : []
         return ("""
             WITH p AS (
                 INSERT INTO ridepush.replies (scope, id, request, bytes, at)
@@ -125,14 +136,14 @@ enum PostgresJournal {
                 ON CONFLICT DO NOTHING RETURNING 1),
             u AS (
                 UPDATE ridepush.rides SET last_seq = $2::integer, state = $7::text, ended_at = COALESCE($13::bigint, ended_at)
-                WHERE id = $1::text AND last_seq = $2::integer - 1 AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))
+                WHERE id = $1::text AND last_seq = $2::integer - 1 AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))\(stateCheck)
                 RETURNING id),
             j AS (
                 INSERT INTO ridepush.journal (ride_id, seq, kind, at, reason, metres)
                 SELECT id, $2::integer, $3::text, $4::bigint, $5::text, $6::bigint FROM u RETURNING ride_id)
             \(result)
             """, [.text(entry.ride), .int(entry.seq), .text(t.kind), .int(t.at), .text(reason), .int(metres),
-                  .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)])
+                  .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)] + extra)
     }
 
     static func appendOutcome(_ r: PGResult, reply: ReplyRecord?) -> Outcome {
