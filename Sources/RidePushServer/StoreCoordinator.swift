@@ -426,7 +426,7 @@ struct RecentReplies {
     /// A retry comes within seconds of its request, so the last 1,024 replies cover it at any
     /// rate this node decides; older keys are read from the store. 8,192 held ~2 MB of
     /// replies, ~0.1 KiB per subscriber at 19,000 (issue 29's RSS per subscriber).
-    static let defaultCapacity = 1_024
+    package static let defaultCapacity = 1_024
 
     init(capacity: Int) { self.capacity = capacity }
 
