@@ -15,8 +15,9 @@ Every part runs in this one invocation, against one PostgreSQL 15 started by tes
    SQLite (WAL, synchronous=FULL): median and p99;
 3. crossnode: 4 nodes; a transition sent to node A -> the `state` push on a watcher of node D,
    timed on one clock (the watcher reads in its own thread), p50/p99;
-4. transitions: native `ridepush bench --transitions` against one node, then against two nodes
-   at once (one bench each), with the store commits/s from /metrics; SQLite for reference.
+4. transitions: native `ridepush bench --transitions` against one node, then two, then four
+   nodes at once (one bench each; `--nodes`), with PostgreSQL's CPU, commits and WAL fsyncs
+   over the run; SQLite for reference.
 The load average is printed beside every part. Every process started here is ended here, by
 PID; every wait is bounded."""
 import argparse
@@ -301,7 +302,9 @@ SECRET = "measure-cluster-" + "k" * 32
 
 
 def signed_server(store):
-    return Server(*FAST, store=store, auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET})
+    # No per-rider cap: each bench is one rider with 64 × 2 rides in flight (the default cap of
+    # 5 open rides turned nearly every start into a `too_many_rides` error, not a transition).
+    return Server(*FAST, "--max-open-rides-per-rider", "1000000", store=store, auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET})
 
 
 def token(rider):
@@ -334,27 +337,74 @@ def finish(p, seconds):
     return None
 
 
-def transitions(pg, conns, depth, seconds):
+def pg_cpu_ticks(pg):
+    """utime + stime (clock ticks) of the postmaster and every backend it forked."""
+    root = pg.proc.pid
+    total = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                f_ = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(d) == root or int(f_[1]) == root:
+            total += int(f_[11]) + int(f_[12])
+    return total
+
+
+def machine_busy():
+    """(busy, total) clock ticks of every core so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def pg_counters(pg, db):
+    """(commits of `db`, WAL fsyncs, WAL records) so far."""
+    c = pg.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '%s'" % db)[0][0]
+    w = pg.psql("SELECT wal_sync, wal_records FROM pg_stat_wal")[0]
+    return int(c), int(w[0]), int(w[1])
+
+
+def pg_nodes(pg, n, conns, depth, seconds):
+    """n nodes on one fresh database, one bench each at once: their rates, and what PostgreSQL
+    did in the meantime (CPU, commits, WAL fsyncs)."""
+    db = pg.create_database()
+    uri = pg.uri(db)
+    nodes = [signed_server(uri) for _ in range(n)]
+    hz = os.sysconf("SC_CLK_TCK")
+    try:
+        for s in nodes:
+            s.start(timeout=30)
+        c0, t0, m0 = pg_counters(pg, db), pg_cpu_ticks(pg), machine_busy()
+        w0 = time.monotonic()
+        runs = [transitions_bench(s, conns, depth, seconds, pg.dir, "pg node %d of %d" % (i + 1, n))
+                for i, s in enumerate(nodes)]
+        rates = [finish(p, seconds) for p in runs]
+        wall = time.monotonic() - w0
+        c1, t1, m1 = pg_counters(pg, db), pg_cpu_ticks(pg), machine_busy()
+    finally:
+        for s in nodes:
+            s.stop()
+    commits, syncs, records = (b - a for a, b in zip(c0, c1))
+    done = sum(r or 0 for r in rates) * seconds
+    print("PostgreSQL during %d node(s) (%.1f s incl. ramp): CPU %.0f %% of a core; %d commits (%.0f/s), "
+          "%.1f transitions per commit; %d WAL fsyncs (%.0f/s); %.1f WAL records per transition; "
+          "whole machine busy %.0f %% of %d cores; load %s"
+          % (n, wall, 100.0 * (t1 - t0) / hz / wall, commits, commits / wall, done / max(1, commits),
+             syncs, syncs / wall, records / max(1, done), 100.0 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]),
+             os.cpu_count(), load()))
+    return rates
+
+
+def transitions(pg, conns, depth, seconds, node_counts):
     stamp("transitions: native bench, group commit")
-    srv = signed_server(pg.uri(pg.create_database()))
-    try:
-        srv.start(timeout=30)
-        one = finish(transitions_bench(srv, conns, depth, seconds, pg.dir, "pg one node"), seconds)
-    finally:
-        srv.stop()
-    print("load average after: %s" % load())
-    uri = pg.uri(pg.create_database())
-    a, b = signed_server(uri), signed_server(uri)
-    try:
-        a.start(timeout=30)
-        b.start(timeout=30)
-        both = [transitions_bench(a, conns, depth, seconds, pg.dir, "pg node A of 2"),
-                transitions_bench(b, conns, depth, seconds, pg.dir, "pg node B of 2")]
-        rates = [finish(p, seconds) for p in both]
-    finally:
-        a.stop()
-        b.stop()
-    print("load average after: %s" % load())
+    results = {}
+    for n in node_counts:
+        results[n] = pg_nodes(pg, n, conns, depth, seconds)
+        print("load average after: %s" % load())
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
         s = signed_server(os.path.join(d, "t.db"))
         try:
@@ -363,9 +413,10 @@ def transitions(pg, conns, depth, seconds):
         finally:
             s.stop()
     print("load average after: %s" % load())
-    if one and all(rates):
-        print("PostgreSQL: one node %.0f/s; two nodes at once %.0f + %.0f = %.0f/s (%.2f× one node)"
-              % (one, rates[0], rates[1], sum(rates), sum(rates) / one))
+    for n, rates in results.items():
+        if all(rates):
+            print("PostgreSQL, %d node(s) at once: %s = %.0f/s" % (n, " + ".join("%.0f" % r for r in rates), sum(rates)))
+    one = (results.get(1) or [None])[0]
     if one and lite:
         print("PostgreSQL one node / SQLite one node: %.2f×" % (one / lite))
 
@@ -380,6 +431,7 @@ def main():
     ap.add_argument("--conns", type=int, default=64)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--nodes", default="1,2,4", help="transitions: node counts, each a run of its own")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "bench-output"))
     a = ap.parse_args()
     parts = a.only.split(",")
@@ -395,7 +447,7 @@ def main():
         if "crossnode" in parts:
             crossnode(pg, a.n)
         if "transitions" in parts:
-            transitions(pg, a.conns, a.depth, a.seconds)
+            transitions(pg, a.conns, a.depth, a.seconds, [int(x) for x in a.nodes.split(",")])
     finally:
         pg.close()
 

@@ -158,7 +158,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             }
         }
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
-                                           recentReplies: store is MemoryStore ? 0 : 8192,
+                                           recentReplies: store is MemoryStore ? 0 : RecentReplies.defaultCapacity,
                                            maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhooks,
                                            eventsCommitted: { sender?.poke() }, desk: desk) { i, events in mailboxes.post(i, events) }
         let worker = StoreWorker(store: store, client: coordinator, faults: faults) { error in

@@ -33,11 +33,12 @@ package struct ClusterCatchUp {
     /// journal after the cursor. `rides` is the book's view (the last seq applied per ride).
     package mutating func collect(hints: [String: Int64], full: Bool, rides: RideBook.Rides,
                           store: RideStore & SharedJournal) throws(StoreError) -> [Update] {
-        var pending: [FeedEntry] = []
+        var behind: [(ride: String, seq: Int64)] = []
         for (ride, seq) in hints.sorted(by: { $0.key < $1.key }) {
             let known = rides[ride]?.seq ?? 0
-            if seq > known { pending += try store.entries(ride: ride, after: known) }
+            if seq > known { behind.append((ride, known)) }
         }
+        var pending = behind.isEmpty ? [] : try store.entries(after: behind)
         if full {
             for _ in 0..<maxPages {
                 let page = try store.feed(after: cursor, limit: pageSize)

@@ -87,8 +87,7 @@ package final class ClusterFeed: Sendable {
                 var hints: [String: Int64] = [:]
                 let own = ownBackend.value
                 for n in notes where n.senderPID != own || own == 0 {
-                    guard let h = PostgresListener.hint(n.payload) else { continue }
-                    hints[h.ride] = max(hints[h.ride] ?? 0, h.seq)
+                    for h in PostgresListener.hints(n.payload) { hints[h.ride] = max(hints[h.ride] ?? 0, h.seq) }
                 }
                 if !hints.isEmpty { wake(hints, false) }
             } catch {

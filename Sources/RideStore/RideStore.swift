@@ -85,6 +85,15 @@ public protocol GroupReads: AnyObject {
     /// Reads a group's rides unknown to the node at once; `ride(_:)` then answers those ids
     /// from it (found or not) until the next commit.
     func prefetchRides(_ ids: [String])
+    /// Both at once (a network store: in one round trip); an empty list reads nothing.
+    func prefetch(replies keys: [ReplyKey], rides ids: [String])
+}
+
+extension GroupReads {
+    public func prefetch(replies keys: [ReplyKey], rides ids: [String]) {
+        if !keys.isEmpty { prefetchReplies(keys) }
+        if !ids.isEmpty { prefetchRides(ids) }
+    }
 }
 
 /// One write of a group commit.

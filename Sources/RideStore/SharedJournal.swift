@@ -11,9 +11,20 @@ public protocol SharedJournal: GroupReads {
     func feed(after cursor: JournalCursor, limit: Int) throws(StoreError) -> (entries: [FeedEntry], cursor: JournalCursor)
     /// One ride's entries after `seq`, in order.
     func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry]
+    /// Several rides' entries, each after its own seq, in (ride, seq) order: one read for a
+    /// batch of hints.
+    func entries(after seqs: [(ride: String, seq: Int64)]) throws(StoreError) -> [FeedEntry]
     /// The server process of the store's own connection (0 when none), readable from any
     /// thread: a node skips its own notifications.
     var ownBackend: BackendID { get }
+}
+
+extension SharedJournal {
+    public func entries(after seqs: [(ride: String, seq: Int64)]) throws(StoreError) -> [FeedEntry] {
+        var out: [FeedEntry] = []
+        for s in seqs { out += try entries(ride: s.ride, after: s.seq) }
+        return out
+    }
 }
 
 /// A PostgreSQL server process id shared between threads.

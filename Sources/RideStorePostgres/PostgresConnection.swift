@@ -192,6 +192,13 @@ final class PostgresConnection {
     func pipeline(_ statements: [(sql: String, params: [PGValue])], timeoutMillis: Int? = nil) throws(PostgresError) -> [PGResult] {
         let deadline = ContinuousClock.now + .milliseconds(timeoutMillis ?? settings.statementTimeoutMillis + 2_000)
         let c = try handle()
+        // Refused before anything is sent: a refusal halfway through would leave the session
+        // in pipeline mode with half a request queued.
+        for st in statements {
+            for case .text(let s) in st.params where s.utf8.contains(0) {
+                throw PostgresError(.value, "PostgreSQL text cannot hold a NUL character")
+            }
+        }
         guard PQenterPipelineMode(c) == 1 else { throw lost("entering pipeline mode") }
         // In order, what each sent message answers with: a statement's result, or (nil) the
         // result of preparing the SQL text named so.

@@ -66,10 +66,17 @@ enum PostgresJournal {
         return .replyExists
     }
 
-    static func createStatement(_ new: NewRide, reply: ReplyRecord?) -> (sql: String, params: [PGValue]) {
+    /// `strict` (a group's one-round-trip path): no NOTIFY of its own (the group sends one)
+    /// and a write that did not go in fails the statement with division_by_zero (22012), so
+    /// the pipeline stops, the transaction is rolled back and the checked path decides.
+    static func createStatement(_ new: NewRide, reply: ReplyRecord?, strict: Bool = false) -> (sql: String, params: [PGValue]) {
         // The ride row first: its insert waits for a concurrent insert of the same id (another
         // node's start) and then does nothing. The reply depends on the row, the entry on both.
-        ("""
+        let result = strict ? "SELECT 1 / (SELECT count(*)::integer FROM j)" : """
+            SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j),
+                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':1') FROM j) n)
+            """
+        return ("""
             WITH r AS (
                 INSERT INTO ridepush.rides (id, plan_id, owner, time_limit, started_at, ended_at, last_seq, state)
                 VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::bigint, NULL, 1, 'riding')
@@ -82,8 +89,7 @@ enum PostgresJournal {
                 INSERT INTO ridepush.journal (ride_id, seq, kind, at)
                 SELECT id, 1, 'start', $5::bigint FROM r WHERE $6::bytea IS NULL OR EXISTS (SELECT FROM p)
                 RETURNING ride_id)
-            SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM j),
-                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':1') FROM j) n)
+            \(result)
             """, [.text(new.id), .text(new.planID), .text(new.owner), .int(new.limit), .int(new.startedAt)] + replyParams(reply))
     }
 
@@ -101,12 +107,28 @@ enum PostgresJournal {
         return appendOutcome(try c.query(st.sql, st.params), reply: reply)
     }
 
-    static func appendStatement(_ entry: JournalEntry, reply: ReplyRecord?) -> (sql: String, params: [PGValue]) {
+    /// `strict`: as for `createStatement`.
+    static func appendStatement(_ entry: JournalEntry, reply: ReplyRecord?, strict: Bool = false) -> (sql: String, params: [PGValue]) {
         let t = entry.transition
         var reason: String?
         var metres: Int64?
         var endedAt: Int64?
         if case .end(let at, let why, let m) = t { (reason, metres, endedAt) = (why.rawValue, m, at) }
+        let result = strict ? "SELECT 1 / (SELECT count(*)::integer FROM j)" : """
+            SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM j),
+                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':' || $2::integer) FROM j) n)
+            """
+        // Strict writes are not checked in Swift against the locked row: the transition must
+        // be allowed from the row's state too (StoreRules.appendRefusal), not only follow its seq.
+        let stateCheck = strict ? " AND state = ANY($14::text[])" : ""
+        let allowedFrom: [RideState]
+        switch t {
+        case .start: allowedFrom = []
+        case .pause: allowedFrom = [.riding]
+        case .resume: allowedFrom = [.paused]
+        case .end: allowedFrom = [.riding, .paused]
+        }
+        let extra: [PGValue] = strict ? [.text(arrayLiteral(allowedFrom.map(\.rawValue)))] : []
         return ("""
             WITH p AS (
                 INSERT INTO ridepush.replies (scope, id, request, bytes, at)
@@ -114,15 +136,14 @@ enum PostgresJournal {
                 ON CONFLICT DO NOTHING RETURNING 1),
             u AS (
                 UPDATE ridepush.rides SET last_seq = $2::integer, state = $7::text, ended_at = COALESCE($13::bigint, ended_at)
-                WHERE id = $1::text AND last_seq = $2::integer - 1 AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))
+                WHERE id = $1::text AND last_seq = $2::integer - 1 AND ($8::bytea IS NULL OR EXISTS (SELECT FROM p))\(stateCheck)
                 RETURNING id),
             j AS (
                 INSERT INTO ridepush.journal (ride_id, seq, kind, at, reason, metres)
                 SELECT id, $2::integer, $3::text, $4::bigint, $5::text, $6::bigint FROM u RETURNING ride_id)
-            SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM j),
-                   (SELECT count(*) FROM (SELECT pg_notify('\(journalChannel)', ride_id || ':' || $2::integer) FROM j) n)
+            \(result)
             """, [.text(entry.ride), .int(entry.seq), .text(t.kind), .int(t.at), .text(reason), .int(metres),
-                  .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)])
+                  .text(StoreRules.state(after: t).rawValue)] + replyParams(reply) + [.int(endedAt)] + extra)
     }
 
     static func appendOutcome(_ r: PGResult, reply: ReplyRecord?) -> Outcome {
@@ -139,6 +160,28 @@ enum PostgresJournal {
         return [.bytes(Array(reply.key.scope.utf8)), .bytes(Array(reply.key.id.utf8)), .text(reply.request),
                 .bytes(reply.bytes), .int(reply.at)]
     }
+
+    /// The group's NOTIFYs: `ride:seq` of every write, one per line, as few notifications as
+    /// fit under NOTIFY's 8,000-byte payload (one for any usual group). One NOTIFY per group
+    /// instead of one per write: each takes the notify queue's lock until its transaction
+    /// ends, and every listening node is woken once per group, not once per write.
+    static func notifyStatements(_ hints: [(ride: String, seq: Int64)]) -> [(sql: String, params: [PGValue])] {
+        var out: [(sql: String, params: [PGValue])] = []
+        var payload = ""
+        for h in hints {
+            let line = h.ride + ":" + String(h.seq)
+            if !payload.isEmpty && payload.utf8.count + 1 + line.utf8.count > maxNotifyPayload {
+                out.append(("SELECT pg_notify('\(journalChannel)', $1::text)", [.text(payload)]))
+                payload = ""
+            }
+            payload += payload.isEmpty ? line : "\n" + line
+        }
+        if !payload.isEmpty { out.append(("SELECT pg_notify('\(journalChannel)', $1::text)", [.text(payload)])) }
+        return out
+    }
+
+    /// Under PostgreSQL's 8,000 bytes (a ride id is at most 64 bytes, so a line fits).
+    static let maxNotifyPayload = 7_900
 
     /// One statement inserting `events` in order (so their seqs follow it); nil for none.
     static func outboxStatement(_ events: [OutboxEvent]) -> (sql: String, params: [PGValue])? {
@@ -185,7 +228,12 @@ enum PostgresJournal {
     }
 
     static func rides(_ c: PostgresConnection, ids: [String], label: String) throws(StoreError) -> [StoredRide] {
-        try rides(c, label: label, """
+        let st = ridesStatement(ids: ids)
+        return try rides(c, label: label, st.sql, st.params)
+    }
+
+    static func ridesStatement(ids: [String]) -> (sql: String, params: [PGValue]) {
+        ("""
             SELECT \(rideColumns) FROM ridepush.rides r JOIN ridepush.journal j ON j.ride_id = r.id
             WHERE r.id = ANY($1::text[]) ORDER BY r.id, j.seq
             """, [.text(arrayLiteral(ids))])
@@ -233,6 +281,22 @@ enum PostgresJournal {
         return try (0..<r.count).map { (i: Int) throws(StoreError) -> FeedEntry in try entry(r, i, offset: 0, label: label) }
     }
 
+    /// Entries of several rides, each after its own seq, in (ride, seq) order: a node's
+    /// catch-up for a batch of NOTIFY hints in one round trip instead of one per ride.
+    static func entries(_ c: PostgresConnection, after seqs: [(ride: String, seq: Int64)], label: String) throws(StoreError) -> [FeedEntry] {
+        guard !seqs.isEmpty else { return [] }
+        let r = try run(label) { () throws(PostgresError) in
+            try c.query("""
+                SELECT r.id, r.plan_id, r.owner, r.time_limit, j.seq, j.kind, j.at, j.reason, j.metres
+                FROM unnest($1::text[], $2::integer[]) AS k(id, after)
+                JOIN ridepush.journal j ON j.ride_id = k.id AND j.seq > k.after
+                JOIN ridepush.rides r ON r.id = j.ride_id
+                ORDER BY j.ride_id, j.seq
+                """, [.text(arrayLiteral(seqs.map(\.ride))), .text("{" + seqs.map { String($0.seq) }.joined(separator: ",") + "}")])
+        }
+        return try (0..<r.count).map { (i: Int) throws(StoreError) -> FeedEntry in try entry(r, i, offset: 0, label: label) }
+    }
+
     /// Entries after `cursor` in journal order, at most `limit`, only from transactions that
     /// every later reader will also see as finished; and the cursor after them.
     static func feed(_ c: PostgresConnection, after cursor: JournalCursor, limit: Int,
@@ -274,7 +338,10 @@ enum PostgresJournal {
     /// Groups rows of (ride columns, one entry) into rides, replaying each journal and
     /// checking its seq numbers run 1, 2, … up to the ride's recorded seq.
     private static func rides(_ c: PostgresConnection, label: String, _ sql: String, _ params: [PGValue]) throws(StoreError) -> [StoredRide] {
-        let r = try run(label) { () throws(PostgresError) in try c.query(sql, params) }
+        try rides(try run(label) { () throws(PostgresError) in try c.query(sql, params) }, label: label)
+    }
+
+    static func rides(_ r: PGResult, label: String) throws(StoreError) -> [StoredRide] {
         var out: [StoredRide] = []
         var i = 0
         while i < r.count {

@@ -14,6 +14,10 @@ extension PostgresStore: SharedJournal {
     public func entries(ride: String, after seq: Int64) throws(StoreError) -> [FeedEntry] {
         try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.entries(c, ride: ride, after: seq, label: label) }
     }
+
+    public func entries(after seqs: [(ride: String, seq: Int64)]) throws(StoreError) -> [FeedEntry] {
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.entries(c, after: seqs, label: label) }
+    }
 }
 
 /// A node's dedicated LISTEN connection. It must reach PostgreSQL directly (or through a
@@ -49,6 +53,12 @@ public final class PostgresListener {
     }
 
     public func close() { connection.close() }
+
+    /// A group's payload: one `<ride id>:<seq>` a line (see `PostgresJournal.notifyStatements`);
+    /// lines that are not hints are skipped.
+    public static func hints(_ payload: String) -> [(ride: String, seq: Int64)] {
+        payload.split(separator: "\n").compactMap { hint(String($0)) }
+    }
 
     /// `<ride id>:<seq>` split at the last colon (ride ids may hold colons).
     public static func hint(_ payload: String) -> (ride: String, seq: Int64)? {

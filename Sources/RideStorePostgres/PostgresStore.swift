@@ -74,6 +74,7 @@ public final class PostgresStore: RideStore {
         }
         prefetched = nil  // the group has been decided; later reads go to PostgreSQL
         prefetchedRides = nil
+        if let results = try oneRoundTrip(batch) { return results }
         if let results = try pipelined(batch) { return results }
         return try transaction { (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
             var rows = try PostgresJournal.lockRides(c, batch.map(\.rideID), label: label)
@@ -127,7 +128,60 @@ public final class PostgresStore: RideStore {
         }
     }
 
-    /// The usual case in three round trips whatever the batch's size: `BEGIN` + the lock,
+    /// The usual case in one round trip whatever the group's size: `BEGIN`, the lock (in id
+    /// order, as below, so two nodes' groups cannot deadlock), every write as a strict
+    /// statement (one that did not go in fails), the outbox, one NOTIFY, `COMMIT`, all sent
+    /// in pipeline mode. The writes were decided from the node's book; its checks are not
+    /// repeated in Swift because each strict write checks in SQL that the ride's row is where
+    /// the write expects it (seq − 1, so the same history) and that its reply key is free.
+    /// Returns nil, rolled back, when PostgreSQL refused any of it: `pipelined` then checks
+    /// every write against the locked rows and words each refusal.
+    private func oneRoundTrip(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult]? {
+        let c = try connection()
+        var statements: [(sql: String, params: [PGValue])] = [("BEGIN", []), PostgresJournal.lockStatement(batch.map(\.rideID))!]
+        var hints: [(ride: String, seq: Int64)] = []
+        hints.reserveCapacity(batch.count)
+        for write in batch {
+            switch write {
+            case .create(let new, let reply):
+                statements.append(PostgresJournal.createStatement(new, reply: reply, strict: true))
+                hints.append((new.id, 1))
+            case .append(let entry, let reply):
+                statements.append(PostgresJournal.appendStatement(entry, reply: reply, strict: true))
+                hints.append((entry.ride, entry.seq))
+            case .trace(let t):
+                statements.append(PostgresJournal.traceStatement(t, strict: true))
+            }
+        }
+        if let o = PostgresJournal.outboxStatement(batch.flatMap(\.outbox)) { statements.append(o) }
+        statements += PostgresJournal.notifyStatements(hints)
+        var holdCommit = false
+        #if DEBUG
+        holdCommit = beforeCommit != nil  // tests hold the locks before COMMIT
+        #endif
+        if !holdCommit { statements.append(("COMMIT", [])) }
+        do throws(PostgresError) {
+            _ = try c.pipeline(statements)
+            #if DEBUG
+            if holdCommit {
+                beforeCommit?()
+                try c.query("COMMIT")
+            }
+            #endif
+            return Array(repeating: .written, count: batch.count)
+        } catch {
+            guard c.isOpen else {
+                health.down(error.message)
+                throw StoreError(postgres: error, label: label)
+            }
+            _ = try? c.query("ROLLBACK")
+            // A write PostgreSQL refused (or a deadlock): nothing of the group applied.
+            if error.kind == .server { return nil }
+            throw StoreError(postgres: error, label: label)
+        }
+    }
+
+    /// The checked path, in three round trips whatever the batch's size: `BEGIN` + the lock,
     /// every write (checked in Swift against the locked rows as the batch goes, then sent
     /// together in pipeline mode), `COMMIT`. Returns nil, after rolling back, when a write
     /// checked as fine was still refused by PostgreSQL (a reply key or a ride id another node
@@ -214,21 +268,55 @@ public final class PostgresStore: RideStore {
     public func prefetchReplies(_ keys: [ReplyKey]) {
         prefetched = nil
         guard !keys.isEmpty, let c = try? connection() else { return }
-        let hex: (String) -> String = { Array($0.utf8).map { String(format: "%02x", $0) }.joined() }
-        let scopes = PostgresJournal.arrayLiteral(keys.map { hex($0.scope) })
-        let ids = PostgresJournal.arrayLiteral(keys.map { hex($0.id) })
-        guard let r = try? c.query("""
+        let st = repliesStatement(keys)
+        guard let r = try? c.query(st.sql, st.params) else { return }
+        prefetched = repliesCache(keys, r)
+    }
+
+    private static func hex(_ s: String) -> String { Array(s.utf8).map { String(format: "%02x", $0) }.joined() }
+
+    private func repliesStatement(_ keys: [ReplyKey]) -> (sql: String, params: [PGValue]) {
+        let scopes = PostgresJournal.arrayLiteral(keys.map { Self.hex($0.scope) })
+        let ids = PostgresJournal.arrayLiteral(keys.map { Self.hex($0.id) })
+        return ("""
             SELECT encode(r.scope, 'hex'), encode(r.id, 'hex'), r.request, r.bytes FROM ridepush.replies r
             JOIN unnest($1::text[], $2::text[]) AS k(s, i) ON r.scope = decode(k.s, 'hex') AND r.id = decode(k.i, 'hex')
-            """, [.text(scopes), .text(ids)]) else { return }
+            """, [.text(scopes), .text(ids)])
+    }
+
+    /// Every key of `keys` → its recorded reply or none; nil if a row is unreadable.
+    private func repliesCache(_ keys: [ReplyKey], _ r: PGResult) -> [ReplyKey: StoredReply?]? {
         var found: [String: StoredReply] = [:]
         for i in 0..<r.count {
-            guard let bytes = r.bytes(i, 3) else { return }
+            guard let bytes = r.bytes(i, 3) else { return nil }
             found[r.text(i, 0) + ":" + r.text(i, 1)] = StoredReply(request: r.optionalText(i, 2), bytes: bytes)
         }
         var cache: [ReplyKey: StoredReply?] = [:]
-        for k in keys { cache[k] = .some(found[hex(k.scope) + ":" + hex(k.id)]) }
-        prefetched = cache
+        for k in keys { cache[k] = .some(found[Self.hex(k.scope) + ":" + Self.hex(k.id)]) }
+        return cache
+    }
+
+    private func ridesCache(_ ids: [String], _ found: [StoredRide]) -> [String: StoredRide?] {
+        var cache: [String: StoredRide?] = [:]
+        for id in ids { cache[id] = .some(nil) }
+        for r in found { cache[r.id] = .some(r) }
+        return cache
+    }
+
+    /// Both read-aheads of a group in one round trip (pipeline mode), not one each.
+    public func prefetch(replies keys: [ReplyKey], rides ids: [String]) {
+        guard !keys.isEmpty, !ids.isEmpty else {
+            if !keys.isEmpty { prefetchReplies(keys) }
+            if !ids.isEmpty { prefetchRides(ids) }
+            return
+        }
+        prefetched = nil
+        prefetchedRides = nil
+        guard let c = try? connection() else { return }
+        let st = repliesStatement(keys)
+        guard let out = try? c.pipeline([st, PostgresJournal.ridesStatement(ids: ids)]), out.count == 2 else { return }
+        prefetched = repliesCache(keys, out[0])
+        if let found = try? PostgresJournal.rides(out[1], label: label) { prefetchedRides = ridesCache(ids, found) }
     }
 
     /// The rides of a group's ids in one round trip: without it every start of a new ride
@@ -237,10 +325,7 @@ public final class PostgresStore: RideStore {
         prefetchedRides = nil
         guard !ids.isEmpty, let c = try? connection(),
               let found = try? PostgresJournal.rides(c, ids: ids, label: label) else { return }
-        var cache: [String: StoredRide?] = [:]
-        for id in ids { cache[id] = .some(nil) }
-        for r in found { cache[r.id] = .some(r) }
-        prefetchedRides = cache
+        prefetchedRides = ridesCache(ids, found)
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {

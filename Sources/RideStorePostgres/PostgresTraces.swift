@@ -5,7 +5,14 @@ import RideStore
 // the group's transaction beside the journal writes.
 extension PostgresJournal {
     /// Overwrites the ride's checkpoint; one row back when the ride exists, none otherwise.
-    static func traceStatement(_ t: TraceCheckpoint) -> (sql: String, params: [PGValue]) {
+    /// `strict` (the group's one-round-trip path): a ride that is not there fails the statement
+    /// (division by zero), so the group rolls back and the checked path words the refusal.
+    static func traceStatement(_ t: TraceCheckpoint, strict: Bool = false) -> (sql: String, params: [PGValue]) {
+        let plain = traceStatement(t)
+        return strict ? ("WITH t AS (\(plain.sql)) SELECT 1 / (SELECT count(*)::integer FROM t)", plain.params) : plain
+    }
+
+    private static func traceStatement(_ t: TraceCheckpoint) -> (sql: String, params: [PGValue]) {
         let p = t.last
         return ("""
             INSERT INTO ridepush.traces (ride_id, metres, lat, lon, at, accuracy, received_at, vehicle_type)

@@ -90,6 +90,12 @@ final class Harness {
         events[shard].compactMap { if case .push(_, let f, _) = $0 { return f } else { return nil } }
     }
 
+    /// Counts a subscriber on ride `id` (as a session's subscribe does): only watched rides'
+    /// ticks are encoded.
+    func watch(_ id: String) {
+        registry.find(id)!.subscriberCount.wrappingAdd(1, ordering: .relaxed)
+    }
+
     /// One tick: encodes, runs the auto-ends it noticed through the worker's turn, and returns
     /// the batch and every push (warnings first, then committed ends) for thread 0.
     func tick(seq: Int64, at: UnixMillis) -> (TickBatch, [(LiveRide, [UInt8])]) {

@@ -89,6 +89,7 @@ final class StoreCoordinatorTests: XCTestCase {
         let clock = ManualClock(t0)
         let h = Harness(clock)
         h.request(.start(ride: "r", plan: nil, limit: 2, owner: nil))
+        h.watch("r")
         let (batch, _, ends) = h.registry.tick(seq: 3, at: t0 + 3_000) { _, _ in }
         XCTAssertTrue(batch.rides(pre: h.pre).isEmpty, "a ride whose end is on its way to the store stops ticking")
         guard case .autoEnd("r", at: t0 + 3_000)? = ends.first else { return XCTFail("\(ends)") }

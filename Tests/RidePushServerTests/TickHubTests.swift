@@ -51,6 +51,9 @@ final class TickHubTests: XCTestCase {
         let reg = try registry(clock)
         _ = reg.request(.start(ride: "r-a", plan: nil, limit: nil, owner: nil), id: nil)
         _ = reg.request(.start(ride: "r-b", plan: nil, limit: nil, owner: nil), id: nil)
+        _ = reg.request(.start(ride: "r-unwatched", plan: nil, limit: nil, owner: nil), id: nil)
+        reg.watch("r-a")
+        reg.watch("r-b")
         var sched = TickSchedule(now: clock.now())
         clock.advance(millis: 750)
         var elapsed: [Int64] = []
@@ -83,6 +86,7 @@ final class TickHubTests: XCTestCase {
         let clock = ManualClock(1_764_430_000_000)
         let reg = try registry(clock)
         _ = reg.request(.start(ride: "r-p", plan: nil, limit: nil, owner: nil), id: nil)
+        reg.watch("r-p")
         clock.advance(seconds: 90)
         let paused = reg.request(.command(.pause, ride: "r-p", metres: nil), id: "p")
         XCTAssertEqual(paused.pushes.count, 1)
@@ -98,10 +102,18 @@ final class TickHubTests: XCTestCase {
         XCTAssertEqual(reg.registry.counts.ended, 1)
     }
 
+    /// Watched or not (an unwatched ride's tick is not encoded), a ride is warned and ended.
     func testTimeLimitWarnsAtFiveAndOneMinuteAndEndsAtTheLimit() throws {
+        for watched in [true, false] {
+            try timeLimitWarnsAndEnds(watched: watched)
+        }
+    }
+
+    func timeLimitWarnsAndEnds(watched: Bool) throws {
         let clock = ManualClock(1_764_430_000_000)
         let reg = try registry(clock)
         _ = reg.request(.start(ride: "r-l", plan: nil, limit: 600, owner: nil), id: nil)
+        if watched { reg.watch("r-l") }
         var warnings: [(Int64, Int64)] = []  // (second, remaining)
         var endedAt: UnixMillis?
         for second in 1...601 {
@@ -118,7 +130,9 @@ final class TickHubTests: XCTestCase {
                     endedAt = m["ended_at"]?.int
                 }
             }
-            if endedAt == nil {
+            if !watched {
+                XCTAssertTrue(batch.rides(pre: pre).isEmpty, "nobody watches: nothing encoded")
+            } else if endedAt == nil {
                 let t = try JSON.parse(Array(batch.rides(pre: pre)[0].frame[pre...]))
                 XCTAssertEqual(t["remaining"]?.int, Int64(600 - second))
             }

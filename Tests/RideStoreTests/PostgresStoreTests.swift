@@ -221,6 +221,50 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(Set(got.map(\.senderPID)), [try store.connection().backendPID])
     }
 
+    /// A group commit sends one NOTIFY naming every write (`ride:seq` a line); a group with a
+    /// write PostgreSQL refuses goes the checked way: the others written, the refusal worded,
+    /// and only what was written is notified.
+    func testAGroupNotifiesOnceAndARefusedWriteLeavesTheRestWritten() throws {
+        let listener = try PostgresListener(pg.settings(database: db))
+        let store = try open()
+        let other = try open()
+        try other.create(id: "x", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try other.append(ride: "x", .pause(at: t0 + 1), reply: nil)
+        XCTAssertEqual(try store.commit([
+            .create(NewRide(id: "a:1", planID: "p", owner: nil, limit: nil, startedAt: t0), reply: nil),
+            .create(NewRide(id: "b", planID: "p", owner: nil, limit: nil, startedAt: t0), reply: nil),
+            .append(JournalEntry(ride: "a:1", seq: 2, transition: .pause(at: t0 + 2)), reply: nil),
+        ]), [.written, .written, .written])
+        // "x" is at seq 2 already: this node decided from seq 1, so its append is refused.
+        XCTAssertEqual(try store.commit([
+            .append(JournalEntry(ride: "b", seq: 2, transition: .pause(at: t0 + 3)), reply: nil),
+            .append(JournalEntry(ride: "x", seq: 2, transition: .end(at: t0 + 3, reason: .rider, metres: 0)), reply: nil),
+        ]), [.written, .refused(StoreError(.notNext, "ride x: entry 2 is not the next one (the last is 2)"))])
+        var got: [PostgresNotification] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while got.count < 4 && ContinuousClock.now < deadline { got += try listener.wait(millis: 200) }
+        got += try listener.wait(millis: 300)
+        let mine = got.filter { $0.senderPID == store.ownBackend.value }.map(\.payload)
+        XCTAssertEqual(mine, ["a:1:1\nb:1\na:1:2", "b:2"])
+        XCTAssertEqual(PostgresListener.hints(mine[0]).map { "\($0.ride)=\($0.seq)" }, ["a:1=1", "b=1", "a:1=2"])
+        XCTAssertEqual(try store.ride("x")?.journal, [.start(at: t0), .pause(at: t0 + 1)])
+        XCTAssertEqual(try store.ride("b")?.journal, [.start(at: t0), .pause(at: t0 + 3)])
+    }
+
+    /// A batch of hints is read in one statement: each ride's entries after its own seq.
+    func testEntriesOfSeveralRidesAfterTheirOwnSeqs() throws {
+        let store = try open()
+        try store.create(id: "a", planID: "p", owner: "u", limit: 60, startedAt: t0, reply: nil)
+        try store.append(ride: "a", .pause(at: t0 + 1), reply: nil)
+        try store.append(ride: "a", .resume(at: t0 + 2), reply: nil)
+        try store.create(id: "b", planID: "q", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        let got = try store.entries(after: [(ride: "b", seq: 0), (ride: "a", seq: 1), (ride: "ghost", seq: 0)])
+        XCTAssertEqual(got.map { "\($0.ride):\($0.seq):\($0.entry.transition.kind)" }, ["a:2:pause", "a:3:resume", "b:1:start"])
+        XCTAssertEqual(got.last?.planID, "q")
+        XCTAssertEqual(got.first?.limit, 60)
+        XCTAssertEqual(try store.entries(after: []), [])
+    }
+
     /// The catch-up feed returns an entry only once every older transaction has finished,
     /// so an entry that commits after a newer one is still read, in order, exactly once.
     func testFeedNeverSkipsAnEntryThatCommitsLate() throws {
