@@ -169,7 +169,7 @@ def test_real_responses_match_the_document(tmp_path):
     create_key = key()
     combos = [
         ("GET", "/healthz", {}, 200), ("HEAD", "/healthz", {}, 200), ("GET", "/metrics", {}, 200),
-        ("GET", "/plans", {}, 200), ("HEAD", "/plans", {}, 200),
+        ("GET", "/plans", {}, 200), ("HEAD", "/plans", {}, 200), ("GET", "/zones", {}, 404), ("HEAD", "/zones", {}, 404),
         ("GET", "/quote?seconds=600", {}, 200), ("GET", "/quote", {}, 400), ("GET", "/quote?seconds=60&plan=nope", {}, 404),
         ("POST", "/v1/rides", dict(token=alice, key=create_key, body={"rider": "alice", "ride": "oa-1", "limit": 900}), 201),
         ("POST", "/v1/rides", dict(token=alice, key=create_key, body={"rider": "alice", "ride": "oa-1", "limit": 900}), 201),
