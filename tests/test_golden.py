@@ -249,12 +249,14 @@ def test_the_page_handles_only_close_codes_the_server_sends():
 
 def test_the_server_sends_exactly_the_golden_close_codes():
     sent, echo = set(), set()
-    d = os.path.join(ROOT, "Sources", "RidePushServer")
-    for name in os.listdir(d):
-        with open(os.path.join(d, name), encoding="utf-8") as f:
-            for line in f:
-                # The test-only /echo endpoint (serve --ws-echo, for Autobahn) is not ride.v1.
-                (echo if "s.echo" in line else sent).update(int(c) for c in re.findall(r"code: (\d{4})", line))
+    # The service decides the closes (RideService), the adapter carries them out (RidePushServer).
+    for target in ("RideService", "RidePushServer"):
+        d = os.path.join(ROOT, "Sources", target)
+        for name in os.listdir(d):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                for line in f:
+                    # The test-only /echo endpoint (serve --ws-echo, for Autobahn) is not ride.v1.
+                    (echo if "s.echo" in line else sent).update(int(c) for c in re.findall(r"code: (\d{4})", line))
     assert sent == set(CLOSE_CODES)
     assert echo == {1009}
 
