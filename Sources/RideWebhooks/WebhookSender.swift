@@ -131,6 +131,9 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
         wake.broadcast()
         wake.unlock()
         finished.wait()
+        // Each thread's block holds the sender: dropping the threads ends that cycle, so a
+        // stopped sender is freed (LeakSanitizer found it held past exit in the probe).
+        threads.removeAll()
     }
 
     public var counts: SenderMachine.Counts {
