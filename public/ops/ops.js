@@ -166,6 +166,7 @@
     lastAt: 0,                 // `at` of the newest frame
     view: [],                  // rows after filter and sort
     dirty: true,               // view must be rebuilt
+    resort: false,             // same rows in view, values moved: sort the view again
     paint: true,               // visible rows must be repainted
     sort: { col: 'started_at', dir: 1 },
     filter: '',
@@ -263,7 +264,8 @@
         S.dirty = true;
       }
       if (r.state === 'ended') continue;          // an end event never gets undone by a row
-      if (r.state !== x[1] || (r.watchers !== x[6] && r.watchers !== undefined)) { flash(r); S.dirty = true; }
+      // A new state can move the ride in or out of a state filter; new watchers only move it.
+      if (r.state !== x[1]) { flash(r); S.dirty = true; } else if (r.watchers !== x[6] && r.watchers !== undefined) { flash(r); S.resort = true; }
       r.state = x[1];
       r.elapsed = x[2];
       r.paused = x[3];
@@ -276,7 +278,9 @@
     }
     if (S.hasPositions) S.mapDirty = true;      // markers move, and ended rides leave the map
     // Values changed: the order may have too when sorted by a moving column.
-    if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.dirty = true;
+    if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.resort = true;
+    // Near limit and long paused follow the values: rides come into and leave those views.
+    if (S.filter === 'near' || S.filter === 'long') S.dirty = true;
     S.paint = true;
     S.history.push({ t: m.at, riding: S.counts ? S.counts.riding : 0, paused: S.counts ? S.counts.paused : 0 });
     while (S.history.length && S.history[0].t < m.at - HISTORY_MS) S.history.shift();
@@ -496,17 +500,31 @@
       if (q && r.ride.toLowerCase().indexOf(q) < 0) continue;
       out.push(r);
     }
+    out.sort(comparator());
+    S.view = out;
+    S.dirty = false;
+    S.resort = false;
+    S.paint = true;
+  }
+
+  function comparator() {
     const key = COLS[S.sort.col];
     const dir = S.sort.dir;
-    out.sort((a, b) => {
+    return (a, b) => {
       const x = key(a);
       const y = key(b);
       if (x < y) return -dir;
       if (x > y) return dir;
       return a.ride < b.ride ? -1 : a.ride > b.ride ? 1 : 0;
-    });
-    S.view = out;
-    S.dirty = false;
+    };
+  }
+
+  // The same rides with new values: last second's order is nearly right, and the engine's
+  // sort (TimSort) takes a nearly sorted array in close to n comparisons, not n log n; a
+  // rebuild starts again from the map's order (about 40 ms for 100,000 rides by fare).
+  function resort() {
+    S.view.sort(comparator());
+    S.resort = false;
     S.paint = true;
   }
 
@@ -530,6 +548,7 @@
     const measured = cost.pending;
     cost.pending = false;
     if (S.dirty) rebuild();
+    else if (S.resort) resort();
     if (S.paint) paintRows();
     if (S.chartDirty) drawChart();
     if (S.mapDirty && performance.now() - S.mapDrawnAt >= MAP_EVERY_MS) drawMap();
@@ -635,7 +654,12 @@
     }
     $('grid').setAttribute('aria-rowcount', String(n + 1));
     $('grid-empty').hidden = n > 0;
-    setText($('shown'), I.t(S.lang, 'ops.shown', { n: I.num(S.lang, n), total: I.num(S.lang, S.rides.size) }));
+    // Formatting numbers costs more than the comparison: only when a figure changed.
+    const shownKey = S.lang + n + '/' + S.rides.size;
+    if (S.shownKey !== shownKey) {
+      S.shownKey = shownKey;
+      setText($('shown'), I.t(S.lang, 'ops.shown', { n: I.num(S.lang, n), total: I.num(S.lang, S.rides.size) }));
+    }
     $('grid-body').dataset.rows = String(n);
   }
 
