@@ -456,6 +456,65 @@ def test_ops_page_frame_time_10000_rides(fleet, browsers):
             c.close()
 
 
+
+def test_ops_sorted_by_a_moving_column_follows_the_fleet_frames(fleet, browsers):
+    """Sorted by a column the fleet frames change (watchers, elapsed), the order follows each
+    frame (the view is re-sorted in place, not rebuilt from the map): a ride somebody starts
+    watching moves to the top of the watchers column, and back when nobody does."""
+    s = fleet
+    cs, rides = small_fleet(s)
+    watcher = Client(s.ws)
+    assert watcher.request({"type": "auth", "token": OPS})["type"] == "authenticated"
+    try:
+        d = open_ops(browsers(B.DESKTOP), s)
+        B.wait(d, lambda d: counts(d) == {"riding": 26, "paused": 6, "ended": 8}, 5)
+
+        def click_sort(col, direction):
+            head = lambda d: d.find_element(By.CSS_SELECTOR, '#grid-head th[data-col="%s"]' % col)  # noqa: E731
+            for _ in range(2):
+                if head(d).get_attribute("aria-sort") == direction:
+                    break
+                head(d).find_element(By.TAG_NAME, "button").click()
+            assert head(d).get_attribute("aria-sort") == direction
+
+        def in_order(col):
+            """The view is sorted by the rows' current values, descending, ties by id."""
+            rows = d.execute_script("return window.RP_OPS.view().map((id) => { const r = window.RP_OPS.row(id);"
+                                    " return {ride: id, state: r.state, elapsed: r.elapsed, watchers: r.watchers || 0}; })")
+            return len(rows) == 40 and [r["ride"] for r in rows] == [r["ride"] for r in sorted(rows, key=lambda r: (-r[col], r["ride"]))]
+
+        def frames_pass(n):
+            h = d.execute_script("return window.RP_OPS.history()")
+            B.wait(d, lambda d: d.execute_script("return window.RP_OPS.history()") >= h + n, 5, "no fleet frames")
+
+        click_sort("watchers", "descending")
+        frames_pass(1)
+        B.wait(d, lambda d: in_order("watchers"), 3, "not in watchers order")
+        # The riding ride last in the view: nobody watches any, so it is last by id.
+        states = {r["ride"]: r["state"] for r in d.execute_script(
+            "return window.RP_OPS.view().map((id) => ({ride: id, state: window.RP_OPS.row(id).state}))")}
+        target = [r for r in view(d) if states[r] == "riding"][-1]
+        assert view(d)[0] != target
+        sub = watcher.request({"type": "subscribe", "id": "sub", "ride": target})
+        assert sub["type"] != "error", sub
+        B.wait(d, lambda d: view(d)[0] == target, 5, "the watched ride did not move to the top: %r" % view(d)[:3])
+        B.wait(d, lambda d: in_order("watchers"), 3, "not in watchers order with one watched")
+        B.wait(d, lambda d: d.find_element(By.CSS_SELECTOR, "#grid-body tr.row").get_attribute("data-ride") == target, 3,
+               "the first row on screen is not the watched ride")
+        unsub = watcher.request({"type": "unsubscribe", "id": "unsub", "ride": target})
+        assert unsub["type"] != "error", unsub
+        B.wait(d, lambda d: view(d)[0] != target, 5, "the ride stayed on top with nobody watching")
+        B.wait(d, lambda d: in_order("watchers"), 3, "not in watchers order with none watched")
+
+        click_sort("elapsed", "descending")
+        frames_pass(2)
+        B.wait(d, lambda d: in_order("elapsed"), 3, "not in elapsed order: %r" % d.execute_script("return window.RP_OPS.view()"))
+        no_page_errors(d)
+    finally:
+        watcher.close()
+        for c in cs:
+            c.close()
+
 # ---- issue 26: the console from 360 px up, counts after a restart, the token panel ----------
 
 def small_fleet(s):
