@@ -176,6 +176,7 @@
     detailGet: null,           // id of the get in flight
     snapshotId: null,
     snapshotRows: null,        // rides gathered from snapshot frames until more:false
+    frameOrder: [],            // the last fleet frame's rows (objects of `rides`) by position
     history: [],               // [{t, riding, paused}] one per fleet frame
     lateness: [],              // [{t, p50, p99}] one per /metrics read with new ticks
     lastBuckets: null,
@@ -241,6 +242,7 @@
       S.rides.set(o.ride, rowFrom(o, S.rides.get(o.ride)));
     }
     for (const [id, r] of S.rides) if (r.state !== 'ended' && !open.has(id)) S.rides.delete(id);
+    S.frameOrder = [];         // it may name rows just deleted
     S.snapshotRows = null;
     S.counts = m.counts || S.counts;
     S.lastAt = m.at || S.lastAt;
@@ -253,9 +255,16 @@
     S.lastAt = m.at;
     S.counts = m.counts || S.counts;
     const rows = m.rows || [];
+    // The server sends its rides in the same order tick after tick: the row at the same place
+    // last second is almost always this one, and comparing ids is far cheaper than a map
+    // lookup of a freshly parsed string (hashing it; ~25 ms for 100,000 rows). Any other
+    // order still finds every row through the map.
+    const prev = S.frameOrder;
+    const order = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const x = rows[i];
-      let r = S.rides.get(x[0]);
+      const same = prev[i];
+      let r = same !== undefined && same.ride === x[0] ? same : S.rides.get(x[0]);
       if (!r) {
         // Started between the snapshot and now without an event seen: take the row as is.
         r = { ride: x[0], flashUntil: 0, owner: null, plan: null, started_at: null, paused_since: null, watchers: 0 };
@@ -263,6 +272,7 @@
         flash(r);
         S.dirty = true;
       }
+      order[i] = r;
       if (r.state === 'ended') continue;          // an end event never gets undone by a row
       // A new state can move the ride in or out of a state filter; new watchers only move it.
       if (r.state !== x[1]) { flash(r); S.dirty = true; } else if (r.watchers !== x[6] && r.watchers !== undefined) { flash(r); S.resort = true; }
@@ -276,6 +286,7 @@
       const pos = x.length > 7 ? window.RPMap.positionOf(x[7]) : null;
       if (pos) { r.position = pos; S.mapDirty = true; S.hasPositions = true; }
     }
+    S.frameOrder = order;
     if (S.hasPositions) S.mapDirty = true;      // markers move, and ended rides leave the map
     // Values changed: the order may have too when sorted by a moving column.
     if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.resort = true;
