@@ -724,8 +724,6 @@
     g.clearRect(0, 0, w, h);
     const now = S.lastAt || Date.now();
     const t0 = now - HISTORY_MS;
-    const left = 44;
-    const right = w - 8;
     const gap = 18;
     const half = (h - gap - 24) / 2;
     const panels = [
@@ -733,10 +731,19 @@
       { top: 10 + half + gap, h: half, label: I.t(S.lang, 'ops.chart.lateness'), data: S.lateness, series: ['p50', 'p99'], unit: '' },
     ];
     g.font = '11px system-ui, sans-serif';
+    let axisW = 0;
     for (const p of panels) {
       let max = 0;
       for (const d of p.data) for (const s of p.series) if (d[s] > max) max = d[s];
-      max = niceMax(max);
+      p.max = niceMax(max);
+      axisW = Math.max(axisW, g.measureText(fmtAxis(p.max)).width);
+    }
+    // The plot starts right of the widest axis figure ("100,000" is wider than the 44 px that
+    // fit up to 10,000), so the panel's name beside the top figure never runs into it.
+    const left = Math.max(44, Math.ceil(axisW) + 10);
+    const right = w - 8;
+    for (const p of panels) {
+      const max = p.max;
       g.strokeStyle = COLORS.grid;
       g.fillStyle = COLORS.ink;
       g.lineWidth = 1;
