@@ -71,6 +71,7 @@ const done = arguments[arguments.length - 1];
 const ms = arguments[0];
 const wrap = document.getElementById('grid-wrap');
 const gaps = []; let last = 0; const longs = [];
+let want = wrap.scrollTop; let jumps = 0;   // the browser moving the scroll (anchoring) is a jump
 const lt = new PerformanceObserver((l) => { for (const e of l.getEntries()) longs.push(e.duration); });
 try { lt.observe({entryTypes: ['longtask']}); } catch (e) {}
 const fleet0 = window.__probe.fleet.length ? window.__probe.fleet[window.__probe.fleet.length - 1].at : 0;
@@ -78,11 +79,13 @@ const t0 = performance.now();
 function step(t) {
   if (last) gaps.push(t - last);
   last = t;
-  wrap.scrollTop = (wrap.scrollTop + 97) % Math.max(1, wrap.scrollHeight - wrap.clientHeight);
+  if (Math.abs(wrap.scrollTop - want) > 1) jumps++;
+  want = (want + 97) % Math.max(1, wrap.scrollHeight - wrap.clientHeight);
+  wrap.scrollTop = want;
   if (t - t0 < ms) requestAnimationFrame(step);
   else {
     lt.disconnect();
-    done({gaps, longs, dom: window.RP_OPS.domRows(), feed: window.RP_OPS.feedCost(),
+    done({gaps, longs, jumps, dom: window.RP_OPS.domRows(), feed: window.RP_OPS.feedCost(),
           fleet: window.__probe.fleet.filter((f) => f.at > fleet0 && f.at >= t0),
           elapsed: performance.now() - t0});
   }
@@ -171,7 +174,7 @@ def measure(args, port, token):
             "frame_ms": {"p50": statistics.median(gaps) if gaps else 0, "p95": q(gaps, 0.95), "p99": q(gaps, 0.99),
                          "max": gaps[-1] if gaps else 0},
             "long_tasks": {"n": len(longs), "total_ms": sum(longs), "max_ms": longs[-1] if longs else 0},
-            "dom_rows": s["dom"],
+            "dom_rows": s["dom"], "scroll_jumps": s["jumps"],
             "fleet_frames": len(fleet),
             "fleet_bytes": max((f["bytes"] for f in fleet), default=0),
             "fleet_message_ms": {"p50": statistics.median([f["ms"] for f in fleet]) if fleet else 0,
@@ -181,6 +184,18 @@ def measure(args, port, token):
             "task_ms_per_s": (m1["TaskDuration"] - m0["TaskDuration"]) * 1000 / wall,
             "layouts": m1["LayoutCount"] - m0["LayoutCount"],
         })
+        # What is on screen once the scrolling stops: the first row under the table's head.
+        time.sleep(0.5)
+        out["on_screen"] = drv.execute_script("""
+            const wrap = document.getElementById('grid-wrap');
+            const w = wrap.getBoundingClientRect();
+            const el = document.elementFromPoint(w.left + 40, w.top + document.getElementById('grid-head').offsetHeight + 10);
+            const tr = el && el.closest('tr.row');
+            const first = document.querySelector('#grid-body tr.row:not([hidden])');
+            return {scrollTop: wrap.scrollTop, row: tr ? tr.dataset.ride : null, at: el ? el.tagName : null,
+                    wrapTop: w.top, firstRowTop: first ? first.getBoundingClientRect().top : null,
+                    spacerTop: document.getElementById('spacer-top').firstChild.style.height,
+                    rowH: first ? first.getBoundingClientRect().height : null};""")
         heap = drv.execute_cdp_cmd("Runtime.getHeapUsage", {})
         out["heap_mb"] = {"used": heap["usedSize"] / 1e6, "total": heap["totalSize"] / 1e6}
         out["dom_nodes"] = m1.get("Nodes")
@@ -241,9 +256,9 @@ def main():
           % (out["loaded_s"], args.rides, out["counts_s"], out["snapshot"][0], out["snapshot"][1] / 1e6, out["table_rows"],
              " / ".join(out["counts"])))
     print("scrolling %.1f s  %d frames; frame interval p50 %.1f ms, p95 %.1f, p99 %.1f, max %.1f; long tasks %d (%.0f ms, "
-          "longest %.0f ms); rows in DOM %d; DOM nodes %s"
+          "longest %.0f ms); rows in DOM %d; DOM nodes %s; scroll moved by the browser %d times; after: row %s under the head"
           % (out["seconds"], out["frames"], f["p50"], f["p95"], f["p99"], f["max"], lt["n"], lt["total_ms"], lt["max_ms"],
-             out["dom_rows"], out["dom_nodes"]))
+             out["dom_rows"], out["dom_nodes"], out["scroll_jumps"], out["on_screen"]["row"]))
     print("fleet frame      %.1f KB; %d frames in the window; whole message handler (JSON.parse included) p50 %.1f ms, max %.1f; "
           "page's feedCost (%d frames): handle p50 %.1f max %.1f ms, render p50 %.1f max %.1f ms"
           % (out["fleet_bytes"] / 1e3, out["fleet_frames"], fm["p50"], fm["max"], fc["n"], fc["handleP50"], fc["handleMax"],

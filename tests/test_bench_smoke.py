@@ -128,7 +128,8 @@ def test_ops_console_script_measures_the_console_on_a_few_rides():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["opened"] == 200 and out["table_rows"] == 200 and out["counts"][0] == "200", out
-    assert out["frames"] > 30 and 10 <= out["dom_rows"] <= 60, out
+    assert out["frames"] > 30 and 10 <= out["dom_rows"] <= 60 and out["scroll_jumps"] == 0, out
+    assert out["on_screen"]["row"], out["on_screen"]
     assert out["fleet_frames"] >= 1 and out["fleet_bytes"] > 200 * 20 and out["feed_cost"]["n"] >= 1, out
     assert out["heap_mb"]["used"] > 0 and os.path.getsize(out["screenshot"]) > 10000, out
     assert out["errors"] == [], out["errors"]
