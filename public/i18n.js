@@ -226,21 +226,29 @@
     return digitsCache[currency];
   }
 
+  // Making an Intl.NumberFormat costs far more than formatting with one, and the consoles
+  // format on every repaint: one formatter per (locale, options), made once.
+  const formatters = {};
+  function formatter(locale, key, options) {
+    const k = locale + '|' + key;
+    return formatters[k] || (formatters[k] = new Intl.NumberFormat(locale, options));
+  }
+
   function money(lang, minor, currency) {
     if (typeof minor !== 'number' || !currency) return '–';
     const digits = currencyDigits(currency);
     const major = minor / Math.pow(10, digits);
     if (lang === 'ko' && currency === 'KRW') {
       // Korean apps write 1,040원, not ₩1,040.
-      return new Intl.NumberFormat('ko-KR').format(major) + '원';
+      return formatter('ko-KR', '').format(major) + '원';
     }
-    return new Intl.NumberFormat(LOCALE[lang], {
+    return formatter(LOCALE[lang], 'currency|' + currency + '|' + digits, {
       style: 'currency', currency, minimumFractionDigits: digits, maximumFractionDigits: digits,
     }).format(major);
   }
 
   function num(lang, n) {
-    return new Intl.NumberFormat(LOCALE[lang]).format(n);
+    return formatter(LOCALE[lang], '').format(n);
   }
 
   // 3분 12초, 1시간 3분 12초 / 3 min 12 s, 1 h 3 min 12 s (hours only past 60 minutes).
@@ -249,7 +257,7 @@
     const h = Math.floor(seconds / 3600);
     const m = Math.floor((seconds % 3600) / 60);
     const s = Math.floor(seconds % 60);
-    const one = new Intl.NumberFormat(LOCALE[lang], { useGrouping: false });
+    const one = formatter(LOCALE[lang], 'nogroup', { useGrouping: false });
     const mm = one.format(m);
     if (lang === 'ko') {
       return (h > 0 ? num(lang, h) + '시간 ' : '') + mm + '분 ' + one.format(s) + '초';
@@ -261,7 +269,7 @@
   function metres(lang, m) {
     if (typeof m !== 'number' || m < 0) return '–';
     if (m < 1000) return num(lang, Math.round(m)) + ' m';
-    return new Intl.NumberFormat(LOCALE[lang], { minimumFractionDigits: 2, maximumFractionDigits: 2 }).format(m / 1000) + ' km';
+    return formatter(LOCALE[lang], 'km', { minimumFractionDigits: 2, maximumFractionDigits: 2 }).format(m / 1000) + ' km';
   }
 
   function clock(lang, ms) {

@@ -117,3 +117,19 @@ def test_positions_bench_reports_what_it_measured():
     assert out["zone_lookups_per_s"] == out["positions_per_s"], out
     assert out["checkpoints_per_s"] >= 0 and out["cpu_us_per_position"] is not None, out
     assert all(v is not None for v in out["lateness_reporting_ms"] + out["lateness_quiet_ms"]), out
+
+
+def test_ops_console_script_measures_the_console_on_a_few_rides():
+    """scripts/bench-ops-console.py (issue 29) on 200 rides for 2 s: the rides it started are
+    the console's, it scrolled, saw fleet frames and wrote the screenshot it names."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-ops-console.py"), "--rides", "200",
+                        "--seconds", "2", "--settle", "1", "--sort", "fare", "--bin", BIN, "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["opened"] == 200 and out["table_rows"] == 200 and out["counts"][0] == "200", out
+    assert out["frames"] > 30 and 10 <= out["dom_rows"] <= 60 and out["scroll_jumps"] == 0, out
+    assert out["on_screen"]["row"], out["on_screen"]
+    assert out["fleet_frames"] >= 1 and out["fleet_bytes"] > 200 * 20 and out["feed_cost"]["n"] >= 1, out
+    assert out["heap_mb"]["used"] > 0 and os.path.getsize(out["screenshot"]) > 10000, out
+    assert out["errors"] == [], out["errors"]

@@ -166,6 +166,7 @@
     lastAt: 0,                 // `at` of the newest frame
     view: [],                  // rows after filter and sort
     dirty: true,               // view must be rebuilt
+    resort: false,             // same rows in view, values moved: sort the view again
     paint: true,               // visible rows must be repainted
     sort: { col: 'started_at', dir: 1 },
     filter: '',
@@ -175,6 +176,7 @@
     detailGet: null,           // id of the get in flight
     snapshotId: null,
     snapshotRows: null,        // rides gathered from snapshot frames until more:false
+    frameOrder: [],            // the last fleet frame's rows (objects of `rides`) by position
     history: [],               // [{t, riding, paused}] one per fleet frame
     lateness: [],              // [{t, p50, p99}] one per /metrics read with new ticks
     lastBuckets: null,
@@ -240,6 +242,7 @@
       S.rides.set(o.ride, rowFrom(o, S.rides.get(o.ride)));
     }
     for (const [id, r] of S.rides) if (r.state !== 'ended' && !open.has(id)) S.rides.delete(id);
+    S.frameOrder = [];         // it may name rows just deleted
     S.snapshotRows = null;
     S.counts = m.counts || S.counts;
     S.lastAt = m.at || S.lastAt;
@@ -252,9 +255,16 @@
     S.lastAt = m.at;
     S.counts = m.counts || S.counts;
     const rows = m.rows || [];
+    // The server sends its rides in the same order tick after tick: the row at the same place
+    // last second is almost always this one, and comparing ids is far cheaper than a map
+    // lookup of a freshly parsed string (hashing it; ~25 ms for 100,000 rows). Any other
+    // order still finds every row through the map.
+    const prev = S.frameOrder;
+    const order = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const x = rows[i];
-      let r = S.rides.get(x[0]);
+      const same = prev[i];
+      let r = same !== undefined && same.ride === x[0] ? same : S.rides.get(x[0]);
       if (!r) {
         // Started between the snapshot and now without an event seen: take the row as is.
         r = { ride: x[0], flashUntil: 0, owner: null, plan: null, started_at: null, paused_since: null, watchers: 0 };
@@ -262,8 +272,10 @@
         flash(r);
         S.dirty = true;
       }
+      order[i] = r;
       if (r.state === 'ended') continue;          // an end event never gets undone by a row
-      if (r.state !== x[1] || (r.watchers !== x[6] && r.watchers !== undefined)) { flash(r); S.dirty = true; }
+      // A new state can move the ride in or out of a state filter; new watchers only move it.
+      if (r.state !== x[1]) { flash(r); S.dirty = true; } else if (r.watchers !== x[6] && r.watchers !== undefined) { flash(r); S.resort = true; }
       r.state = x[1];
       r.elapsed = x[2];
       r.paused = x[3];
@@ -274,9 +286,12 @@
       const pos = x.length > 7 ? window.RPMap.positionOf(x[7]) : null;
       if (pos) { r.position = pos; S.mapDirty = true; S.hasPositions = true; }
     }
+    S.frameOrder = order;
     if (S.hasPositions) S.mapDirty = true;      // markers move, and ended rides leave the map
     // Values changed: the order may have too when sorted by a moving column.
-    if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.dirty = true;
+    if (S.sort.col !== 'ride' && S.sort.col !== 'owner' && S.sort.col !== 'plan' && S.sort.col !== 'started_at') S.resort = true;
+    // Near limit and long paused follow the values: rides come into and leave those views.
+    if (S.filter === 'near' || S.filter === 'long') S.dirty = true;
     S.paint = true;
     S.history.push({ t: m.at, riding: S.counts ? S.counts.riding : 0, paused: S.counts ? S.counts.paused : 0 });
     while (S.history.length && S.history[0].t < m.at - HISTORY_MS) S.history.shift();
@@ -496,17 +511,31 @@
       if (q && r.ride.toLowerCase().indexOf(q) < 0) continue;
       out.push(r);
     }
+    out.sort(comparator());
+    S.view = out;
+    S.dirty = false;
+    S.resort = false;
+    S.paint = true;
+  }
+
+  function comparator() {
     const key = COLS[S.sort.col];
     const dir = S.sort.dir;
-    out.sort((a, b) => {
+    return (a, b) => {
       const x = key(a);
       const y = key(b);
       if (x < y) return -dir;
       if (x > y) return dir;
       return a.ride < b.ride ? -1 : a.ride > b.ride ? 1 : 0;
-    });
-    S.view = out;
-    S.dirty = false;
+    };
+  }
+
+  // The same rides with new values: last second's order is nearly right, and the engine's
+  // sort (TimSort) takes a nearly sorted array in close to n comparisons, not n log n; a
+  // rebuild starts again from the map's order (about 40 ms for 100,000 rides by fare).
+  function resort() {
+    S.view.sort(comparator());
+    S.resort = false;
     S.paint = true;
   }
 
@@ -530,6 +559,7 @@
     const measured = cost.pending;
     cost.pending = false;
     if (S.dirty) rebuild();
+    else if (S.resort) resort();
     if (S.paint) paintRows();
     if (S.chartDirty) drawChart();
     if (S.mapDirty && performance.now() - S.mapDrawnAt >= MAP_EVERY_MS) drawMap();
@@ -635,7 +665,12 @@
     }
     $('grid').setAttribute('aria-rowcount', String(n + 1));
     $('grid-empty').hidden = n > 0;
-    setText($('shown'), I.t(S.lang, 'ops.shown', { n: I.num(S.lang, n), total: I.num(S.lang, S.rides.size) }));
+    // Formatting numbers costs more than the comparison: only when a figure changed.
+    const shownKey = S.lang + n + '/' + S.rides.size;
+    if (S.shownKey !== shownKey) {
+      S.shownKey = shownKey;
+      setText($('shown'), I.t(S.lang, 'ops.shown', { n: I.num(S.lang, n), total: I.num(S.lang, S.rides.size) }));
+    }
     $('grid-body').dataset.rows = String(n);
   }
 
@@ -689,8 +724,6 @@
     g.clearRect(0, 0, w, h);
     const now = S.lastAt || Date.now();
     const t0 = now - HISTORY_MS;
-    const left = 44;
-    const right = w - 8;
     const gap = 18;
     const half = (h - gap - 24) / 2;
     const panels = [
@@ -698,10 +731,19 @@
       { top: 10 + half + gap, h: half, label: I.t(S.lang, 'ops.chart.lateness'), data: S.lateness, series: ['p50', 'p99'], unit: '' },
     ];
     g.font = '11px system-ui, sans-serif';
+    let axisW = 0;
     for (const p of panels) {
       let max = 0;
       for (const d of p.data) for (const s of p.series) if (d[s] > max) max = d[s];
-      max = niceMax(max);
+      p.max = niceMax(max);
+      axisW = Math.max(axisW, g.measureText(fmtAxis(p.max)).width);
+    }
+    // The plot starts right of the widest axis figure ("100,000" is wider than the 44 px that
+    // fit up to 10,000), so the panel's name beside the top figure never runs into it.
+    const left = Math.max(44, Math.ceil(axisW) + 10);
+    const right = w - 8;
+    for (const p of panels) {
+      const max = p.max;
       g.strokeStyle = COLORS.grid;
       g.fillStyle = COLORS.ink;
       g.lineWidth = 1;
