@@ -489,6 +489,106 @@ def test_tls_wss_and_https_end_to_end(certs):
             Client(ws_with(s, control("tess")), ssl=ssl.create_default_context())
 
 
+def tls_frame(text):
+    """One masked client text frame."""
+    payload, mask = text.encode(), os.urandom(4)
+    n = len(payload)
+    head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def server_frames(buf):
+    """(complete text payloads, the rest) of server frames (unmasked, never fragmented)."""
+    out = []
+    while len(buf) >= 2:
+        assert buf[0] == 0x81, "a text frame, got %r" % buf[:16]
+        n, at = buf[1] & 0x7F, 2
+        if n == 126:
+            if len(buf) < 4:
+                break
+            n, at = int.from_bytes(buf[2:4], "big"), 4
+        elif n == 127:
+            if len(buf) < 10:
+                break
+            n, at = int.from_bytes(buf[2:10], "big"), 10
+        if len(buf) < at + n:
+            break
+        out.append(json.loads(buf[at:at + n]))
+        buf = buf[at + n:]
+    return out, buf
+
+
+def test_wss_subscriber_that_stops_reading_gets_whole_frames_after(certs):
+    """Ticks and replies go out without a WRITEABLE round trip over TLS too: a wss subscriber
+    that stops reading makes SSL_write come up short (lws keeps the rest, ticks coalesce); when
+    it reads again every TLS record and every frame is whole and each ride's ticks stay in order."""
+    rides = ["tls-slow-%02d-" % i + "x" * 52 for i in range(32)]  # a connection's most, longest ids
+    token = control("tess")
+    with Server("--tls-cert", certs["cert"], "--tls-key", certs["key"], "--slow-consumer-lag", "60",
+                "--control-rate", "100000", "--max-open-rides-per-rider", "1000", auth="jwt", env=ENV) as s:
+        ctx = trusting(certs["cert"])
+        with Client(ws_with(s, token), ssl=ctx) as dev:
+            for r in rides:
+                assert dev.request({"type": "start", "ride": r})["state"] == "riding"
+            raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+            raw.settimeout(10)
+            raw.connect(("127.0.0.1", s.port))
+            slow = ctx.wrap_socket(raw, server_hostname="127.0.0.1")  # no ALPN: HTTP/1.1
+            try:
+                slow.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+                              "Sec-WebSocket-Protocol: ride.v1\r\n\r\n"
+                              % (token, s.port, base64.b64encode(os.urandom(16)).decode())).encode())
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = slow.recv(1)
+                    assert chunk, "closed during the handshake"
+                    head += chunk
+                assert head.startswith(b"HTTP/1.1 101"), head
+                slow.sendall(b"".join(tls_frame(json.dumps({"type": "subscribe", "ride": r})) for r in rides))
+                buf, states, last_seq = b"", 0, {}
+
+                def take(msgs):
+                    nonlocal states
+                    for m in msgs:
+                        if m["type"] == "state":
+                            states += 1
+                        elif m["type"] == "tick":
+                            assert m["seq"] > last_seq.get(m["ride"], -1), "ride %s's ticks out of order" % m["ride"]
+                            last_seq[m["ride"]] = m["seq"]
+
+                deadline = time.monotonic() + 10
+                while states < len(rides) and time.monotonic() < deadline:
+                    msgs, buf = server_frames(buf + slow.recv(65536))
+                    take(msgs)
+                assert states == len(rides)
+
+                def coalesced():
+                    with urllib.request.urlopen(s.http + "/metrics", context=ctx, timeout=5) as r:
+                        text = r.read().decode()
+                    return float(re.search(r"^ridepush_ticks_coalesced_total (\S+)$", text, re.M).group(1))
+
+                # Not reading: 32 ticks a second fill the window and the socket's send buffer,
+                # SSL_write comes up short and later ticks are held (coalesced) behind what lws keeps.
+                deadline = time.monotonic() + 40
+                while coalesced() == 0 and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                assert coalesced() > 0, "ticks were held back while the subscriber did not read"
+                paused_at = time.time() * 1000
+                fresh, deadline = set(), time.monotonic() + 15
+                while len(fresh) < len(rides) and time.monotonic() < deadline:
+                    msgs, buf = server_frames(buf + slow.recv(65536))
+                    take(msgs)
+                    fresh |= {m["ride"] for m in msgs if m["type"] == "tick" and m["at"] > paused_at + 1000}
+                assert len(fresh) == len(rides), "every ride ticks again after the pause: %d of %d" % (len(fresh), len(rides))
+                with urllib.request.urlopen(s.http + "/healthz", context=ctx, timeout=5) as r:
+                    assert json.loads(r.read())["connections"] == 2
+            finally:
+                slow.close()
+        assert s.proc.poll() is None
+
+
 def test_plain_ws_and_http_to_tls_port_fail_cleanly(certs):
     with Server("--tls-cert", certs["cert"], "--tls-key", certs["key"], auth="jwt", env=ENV) as s:
         ctx = trusting(certs["cert"])

@@ -103,7 +103,8 @@ extension Shard {
     func established(_ wsi: OpaquePointer) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
         let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: sessions.nextSerial(), pre: pre)
-        s.writesDirectly = lws_is_ssl(wsi) == 0 && lws_get_network_wsi(wsi) == wsi
+        // Its own connection, TCP or TLS: not a stream inside an HTTP/2 connection (TickStaging.swift).
+        s.writesDirectly = lws_get_network_wsi(wsi) == wsi
         if pending?.echo == true, let limit = hub.config.wsEcho { s.echo = EchoQueue(limit: limit) }
         lws_set_opaque_user_data(wsi, Unmanaged.passRetained(s).toOpaque())
         sessions.add(s)

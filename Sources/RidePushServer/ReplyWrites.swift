@@ -14,7 +14,7 @@ import RideService
 /// buffer and handed to lws as raw bytes: one `send`, no POLLOUT change. The same framing
 /// serves a WRITEABLE callback that finds several frames queued (`writeOutbox`).
 ///
-/// Only where `writesDirectly` holds (plain TCP, its own connection: TickStaging.swift says
+/// Only where `writesDirectly` holds (TCP or TLS on its own connection: TickStaging.swift says
 /// why that is safe outside a WRITEABLE callback); elsewhere lws must frame every message
 /// itself (an HTTP/2 stream's frames and credit). Order is kept: the frames are the outbox's
 /// head in order; nothing is written while lws still holds unsent bytes of this connection

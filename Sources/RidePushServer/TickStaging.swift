@@ -38,9 +38,13 @@ extension Shard {
     /// it before any later WRITEABLE callback, and the next tick then sees lws_partial_buffered
     /// and waits for WRITEABLE (coalescing and the slow-consumer clock as before). Replies, a
     /// ping or a close keep their order because a session holding any takes the WRITEABLE path.
-    /// TLS connections always do: over TLS a WebSocket may be a stream of an HTTP/2 connection
-    /// (RFC 8441, what Chromium uses on an https page), whose frames and flow-control credit lws
-    /// manages only from its writable callbacks.
+    /// The same holds over TLS on its own connection: lws_write goes to one SSL_write, and what
+    /// OpenSSL cannot send now (WANT_WRITE, or WANT_READ mid-handshake) lws keeps whole on the
+    /// same buffer list and retries from WRITEABLE (lws sets SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
+    /// for that retry). Measured (BENCHMARKS.md, TLS): the WRITEABLE round trip per tick was a
+    /// large part of what wss cost over ws. Only a WebSocket that is a stream of an HTTP/2
+    /// connection (RFC 8441, what Chromium may use on an https page) always takes WRITEABLE: its
+    /// frames and flow-control credit lws manages only from its writable callbacks.
     ///
     /// This once cost 2-3x the fan-out latency, which was not the writes: lws's timer service
     /// computes the next poll() timeout from the time it read before the tick callback ran, so
@@ -59,7 +63,7 @@ extension Shard {
         return true
     }
 
-    /// A write made now, outside a WRITEABLE callback, would be next on the wire: plain TCP on
+    /// A write made now, outside a WRITEABLE callback, would be next on the wire: TCP or TLS on
     /// its own connection, nothing lws still holds, no ping or close that must go first. Ticks
     /// (here) and replies (ReplyWrites.swift) both ask it; each adds what else it must not pass.
     func canWriteNow(_ s: Session) -> Bool {
