@@ -11,7 +11,7 @@ import Glibc
 /// it); read-only after.
 package final class TickMemory: @unchecked Sendable {  // mutated only by its builder before it is shared
     package private(set) var base: UnsafeMutablePointer<UInt8>
-    private(set) var count = 0
+    package private(set) var count = 0
     private var capacity: Int
     private var mapped: Bool
 
