@@ -12,7 +12,9 @@ import Glibc
 package final class TickMemory: @unchecked Sendable {  // mutated only by its builder before it is shared
     package private(set) var base: UnsafeMutablePointer<UInt8>
     package private(set) var count = 0
-    private var capacity: Int
+    private(set) var capacity: Int
+    /// How many times it outgrew its room (each a copy of everything so far): for tests.
+    private(set) var grown = 0
     private var mapped: Bool
 
     /// Room for about `bytes` (rounded up to whole pages); it grows if that was too little.
@@ -25,15 +27,35 @@ package final class TickMemory: @unchecked Sendable {  // mutated only by its bu
 
     func append(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
-        if count + bytes.count > capacity {
-            let bigger = Self.pages(max(capacity * 2, count + bytes.count))
-            let (p, m) = Self.allocate(bigger)
-            p.update(from: base, count: count)
-            Self.free(base, capacity, mapped)
-            (base, capacity, mapped) = (p, bigger, m)
-        }
+        if count + bytes.count > capacity { grow(count + bytes.count) }
         bytes.withUnsafeBufferPointer { (base + count).update(from: $0.baseAddress!, count: $0.count) }
         count += bytes.count
+    }
+
+    /// Where the next bytes go, with room for `most` of them: a tick is encoded there in place
+    /// (TickFrame), not built in an array of its own and copied in. `wrote(upTo:room:)` then
+    /// says where it stopped.
+    @inline(__always)
+    func room(_ most: Int) -> UnsafeMutablePointer<UInt8> {
+        if count + most > capacity { grow(count + most) }
+        return base + count
+    }
+
+    /// Takes in what was written since `room(most)`, up to `end`.
+    @inline(__always)
+    func wrote(upTo end: UnsafeMutablePointer<UInt8>, room most: Int) {
+        let n = end - (base + count)
+        precondition(n >= 0 && n <= most, "wrote \(n) bytes in room for \(most)")
+        count += n
+    }
+
+    private func grow(_ needed: Int) {
+        let bigger = Self.pages(max(capacity * 2, needed))
+        let (p, m) = Self.allocate(bigger)
+        p.update(from: base, count: count)
+        Self.free(base, capacity, mapped)
+        (base, capacity, mapped) = (p, bigger, m)
+        grown += 1
     }
 
     private static func pages(_ n: Int) -> Int { (n + 4095) & ~4095 }
