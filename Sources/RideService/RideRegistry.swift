@@ -16,8 +16,9 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
         package var live: [LiveRide] = []
         /// Ended rides, oldest first, so memory stays bounded (the store keeps them all).
         var endedOrder: [String] = []
-        /// The last tick's encoded size: the next one reserves that much once.
+        /// The last tick's encoded size and frames: the next one reserves and prefaults by them.
         var tickBytes = 0
+        var tickFrames = 0
         /// Open rides per owner, and starts decided but not yet published (with the owner of
         /// each by ride id): what --max-open-rides-per-rider counts (`openRides`).
         var openByOwner: [String: Int] = [:]
@@ -175,7 +176,7 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
         view.withLock { v in
             var pushes: [(LiveRide, [UInt8])] = []
             var ends: [StoreJob] = []
-            let frames = TickMemory(reserving: v.tickBytes + v.tickBytes / 16)
+            let frames = TickMemory(reserving: Self.tickReserve(v), prefault: v.tickBytes)
             var tickEnds: [(live: LiveRide, end: Int32)] = []
             tickEnds.reserveCapacity(v.live.count)
             // What every tick of this second shares (its seq and at) is encoded once, here.
@@ -214,10 +215,22 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
                 tickEnds.append((live, Int32(frames.count)))
             }
             v.tickBytes = frames.count
+            v.tickFrames = tickEnds.count
             let batch = TickBatch(seq: seq, at: at, frames: frames, ends: tickEnds)
             post(batch, pushes)
             ops?.tick(seq: seq, at: at, live: v.live, ended: v.rides.count - v.live.count)
             return (batch, pushes, ends)
         }
+    }
+
+    /// Room for the next batch, reserved once: as much as the last took and a sixteenth, or
+    /// every open ride at the last batch's bytes a tick (192 before there was one), whichever
+    /// is more — address space, not memory: only what is written (and what the last batch
+    /// took, prefaulted) is backed. So the first batch, and one after many rides gained
+    /// watchers, no longer grows (a copy of all so far, each time it doubles).
+    static func tickReserve(_ v: View) -> Int {
+        let perTick = v.tickFrames > 0 ? (v.tickBytes + v.tickFrames - 1) / v.tickFrames : 192
+        let last = v.tickBytes + v.tickBytes / 16
+        return max(last, v.live.count * (perTick + perTick / 16))
     }
 }

@@ -1,4 +1,5 @@
 @testable import RideService
+import Glibc
 import XCTest
 import RideCore
 import RideProtocol
@@ -69,9 +70,9 @@ final class TickBatchTests: XCTestCase {
         XCTAssertTrue(autoEnded.isSubset(of: Set(registry.view.withLock { $0.rides.keys })))
     }
 
-    /// Room for a batch of about what the last one took: the second batch of the same rides
-    /// never grows (nor copies) its memory.
-    func testTheNextBatchIsReservedAtTheLastOnesSize() {
+    /// Room for the batch is reserved once: the first batch (no size known yet) and the next
+    /// never grow (nor copy) their memory, and the next has the last one's pages in already.
+    func testEachBatchIsReservedUpFront() {
         let clock = ManualClock()
         let registry = RideRegistry(plans: [.standard], shards: 1, clock: clock, metrics: Metrics(), pre: 16)
         registry.publishing { v in
@@ -86,11 +87,33 @@ final class TickBatchTests: XCTestCase {
         let second = registry.tick(seq: 2, at: clock.now()) { _, _ in }.0
         XCTAssertEqual(second.ends.count, 3_000)
         XCTAssertGreaterThanOrEqual(second.frames.capacity, second.frames.count)
+        XCTAssertEqual(first.frames.grown, 0, "the first batch reserved for every open ride")
         XCTAssertEqual(second.frames.grown, 0, "reserved up front")
         XCTAssertEqual(first.frames.count, second.frames.count)
+        // Many more watched rides than the last batch had: still no growth.
+        registry.publishing { v in
+            for i in 3_000..<9_000 {
+                registry.add(Ride(id: "r-\(i)", planID: "default", owner: nil, limit: nil, startedAt: clock.now()), &v)
+                    .subscriberCount.wrappingAdd(1, ordering: .relaxed)
+            }
+        }
+        clock.advance(seconds: 1)
+        let third = registry.tick(seq: 3, at: clock.now()) { _, _ in }.0
+        XCTAssertEqual(third.ends.count, 9_000)
+        XCTAssertEqual(third.frames.grown, 0)
     }
 
     // MARK: the batch's memory
+
+    func testPrefaultedPagesAreInBeforeAnythingIsWritten() throws {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let memory = TickMemory(reserving: 64 * page, prefault: 8 * page)
+        var resident = [UInt8](repeating: 0, count: 64)
+        XCTAssertEqual(mincore(memory.base, 64 * page, &resident), 0)
+        try XCTSkipIf(resident[0] & 1 == 0, "no MADV_POPULATE_WRITE on this kernel (before Linux 5.14)")
+        XCTAssertEqual(resident[..<8].filter { $0 & 1 != 0 }.count, 8, "the prefaulted pages")
+        XCTAssertEqual(resident[8...].filter { $0 & 1 != 0 }.count, 0, "the rest is address space only")
+    }
 
     func testTheMemoryGrowsPastItsReservationAndKeepsWhatItHolds() {
         let memory = TickMemory(reserving: 1)
