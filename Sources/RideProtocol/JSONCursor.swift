@@ -44,7 +44,8 @@ public struct JSONCursor {
     public mutating func int(_ v: Int64) {
         if v < 0 { byte(UInt8(ascii: "-")) }
         var m = v.magnitude
-        // Count the digits, then write them from the last one back: no scratch buffer.
+        // Count the digits, then write them from the last one back, two at a time: no scratch
+        // buffer, half the divisions.
         var n = 1
         var limit: UInt64 = 10
         while n < 20 && m >= limit {
@@ -53,11 +54,22 @@ public struct JSONCursor {
         }
         var p = position + n
         position = p
-        repeat {
+        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        let table = UnsafeRawPointer(pairs.utf8Start)
+        while m >= 100 {
+            let q = m / 100
+            let r = Int(truncatingIfNeeded: m &- q &* 100)
+            p -= 2
+            UnsafeMutableRawPointer(p).storeBytes(of: table.loadUnaligned(fromByteOffset: 2 * r, as: UInt16.self), as: UInt16.self)
+            m = q
+        }
+        if m >= 10 {
+            p -= 2
+            UnsafeMutableRawPointer(p).storeBytes(of: table.loadUnaligned(fromByteOffset: 2 * Int(m), as: UInt16.self), as: UInt16.self)
+        } else {
             p -= 1
-            p.pointee = UInt8(truncatingIfNeeded: m % 10) &+ 0x30
-            m /= 10
-        } while m > 0
+            p.pointee = UInt8(truncatingIfNeeded: m) &+ 0x30
+        }
     }
 
     /// A quoted string, escaped as `JSONWriter.string` escapes it (`\"`, `\\`, `\n`, `\r`,
@@ -86,16 +98,49 @@ public struct JSONCursor {
 
     @inline(__always)
     private static func escape(_ bytes: UnsafeBufferPointer<UInt8>, to start: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
+        guard let from = bytes.baseAddress else { return start }
         var p = start
-        for c in bytes {
+        var i = 0
+        // Eight bytes at a time while none of them needs escaping (a ride id never does).
+        while i + 8 <= bytes.count {
+            let word = UnsafeRawPointer(from + i).loadUnaligned(as: UInt64.self)
+            if needsEscape(word) { break }
+            UnsafeMutableRawPointer(p).storeBytes(of: word, as: UInt64.self)
+            p += 8
+            i += 8
+        }
+        // The last few (fewer than eight, all after the words above) through the last eight,
+        // overlapping what is already written, when none of those needs escaping either: the
+        // output so far is the input, byte for byte.
+        if i < bytes.count, bytes.count >= 8, i >= bytes.count - 8, i == p - start {
+            let word = UnsafeRawPointer(from + bytes.count - 8).loadUnaligned(as: UInt64.self)
+            if !needsEscape(word) {
+                UnsafeMutableRawPointer(start + bytes.count - 8).storeBytes(of: word, as: UInt64.self)
+                return start + bytes.count
+            }
+        }
+        while i < bytes.count {
+            let c = from[i]
             if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") {
                 p.pointee = c
                 p += 1
             } else {
                 p = escape(c, to: p)
             }
+            i += 1
         }
         return p
+    }
+
+    /// Whether any byte of `w` is below 0x20, a quote or a backslash (never a false "no"; a
+    /// false "yes" only sends the bytes through the one-at-a-time path).
+    @inline(__always)
+    static func needsEscape(_ w: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let below = (w &- ones &* 0x20) & ~w & highs
+        let q = w ^ (ones &* 0x22), quote = (q &- ones) & ~q & highs
+        let b = w ^ (ones &* 0x5C), backslash = (b &- ones) & ~b & highs
+        return below | quote | backslash != 0
     }
 
     private static func escape(_ c: UInt8, to p: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {

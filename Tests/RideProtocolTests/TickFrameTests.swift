@@ -180,6 +180,32 @@ final class TickFrameTests: XCTestCase {
         }
     }
 
+    /// The eight-bytes-at-a-time test: any byte that needs escaping, at any place in a word of
+    /// bytes that do not, is seen; a word of bytes that do not is never sent the slow way.
+    func testAWordNeedsEscapingExactlyWhenOneOfItsBytesDoes() {
+        for filler: UInt8 in [0x20, 0x41, 0x7F, 0x80, 0xFF] {
+            for place in 0..<8 {
+                for b in 0...255 {
+                    var word = [UInt8](repeating: filler, count: 8)
+                    word[place] = UInt8(b)
+                    let w = word.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                    XCTAssertEqual(JSONCursor.needsEscape(w), b < 0x20 || b == 0x22 || b == 0x5C, "byte \(b) at \(place) among \(filler)")
+                }
+            }
+        }
+        // Strings crossing the eight-byte steps with the byte to escape in each place.
+        for length in 1...24 {
+            for place in 0..<length {
+                var bytes = [UInt8](repeating: UInt8(ascii: "r"), count: length)
+                bytes[place] = UInt8(ascii: "\"")
+                let s = String(decoding: bytes, as: UTF8.self)
+                var w = JSONWriter()
+                w.string(s)
+                XCTAssertEqual(cursorBytes { $0.string(s) }, w.bytes, s)
+            }
+        }
+    }
+
     func testDoublesAsTheEncodersWriteThem() {
         let values: [Double] = [0, -0.0, 1, -1, 2.5, 48.8566, -179.1234567890123, 1e14, 999_999_999_999_999, 1e15, -1e15, 1e16,
                                 1e-7, 0.1 + 0.2, .pi, Double.greatestFiniteMagnitude, -Double.greatestFiniteMagnitude,
