@@ -70,8 +70,9 @@ let package = Package(
         // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
         // outbox sender's state machine and loop, a deadline-bound HTTP/1.1 POST.
         .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore"]),
-        // The load generator behind `ridepush bench` (raw epoll client, no lws).
-        .target(name: "RideBench", dependencies: ["RideCore", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
+        // The load generator behind `ridepush bench` (raw epoll client, no lws); `--tick-encode`
+        // builds tick batches in the service's own registry, so it uses RideService.
+        .target(name: "RideBench", dependencies: ["RideCore", "RideService", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.

@@ -82,6 +82,24 @@ def test_open_rides_leaves_that_many_rides_open():
             assert health["rides"]["riding"] == 250
 
 
+def test_tick_encode_builds_batches_without_a_server():
+    """`bench --tick-encode` (issue 29): no sockets, a manual clock; the figures it prints parse,
+    every watched ride's tick is in each batch, and an unwatched city encodes nothing."""
+    rc, out = bench("--tick-encode", "--rides", "300", "--watched", "120", "--seconds", "3")
+    assert rc == 0, out
+    assert out["rides"] == 300 and out["watched"] == 120 and out["batches"] == 3, out
+    assert out["frames_per_batch"] == 120 and out["bytes_per_batch"] > 120 * 100, out
+    assert out["cpu_ms_p50"] >= 0 and out["cpu_ms_max"] >= out["cpu_ms_p50"], out
+    rc, out = bench("--tick-encode", "--rides", "50", "--watched", "0", "--seconds", "2")
+    assert rc == 0 and out["rides"] == 50 and out["bytes_per_batch"] == 0 and out["frames_per_batch"] == 0, out
+    # Without --json: the same figures, for a person.
+    r = subprocess.run([BIN, "bench", "--tick-encode", "--rides", "40", "--seconds", "2"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "40 rides, 40 watched, 2 batches" in r.stdout and "CPU per batch: p50" in r.stdout, r.stdout
+    assert "bytes per batch: " in r.stdout and "(40 frames" in r.stdout, r.stdout
+
+
 def test_city_script_runs_end_to_end_on_a_few_rides():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-city.py"), "--rides", "120", "--window", "1",
                         "--stores", "sqlite", "--bin", BIN],

@@ -4,6 +4,7 @@ import Glibc
 /// worker processes (the same binary re-executed with `--worker I`), because one process
 /// may hold at most ~20,000 files here.
 public func benchMain(arguments: [String]) -> Int32 {
+    if arguments.contains("--tick-encode") { return TickEncodeBench.main(arguments) }
     if arguments.contains("--transitions") {
         do {
             let t = try TransitionOptions.parse(arguments)

@@ -76,7 +76,10 @@ public struct BenchOptions: Equatable, Sendable {
             .int("--grace", placeholder: "S", range: 0...60, default: d.grace, help: "seconds to keep reading after the window for late ticks"),
             .flag("--json", help: "print only the JSON result on stdout"),
             .int("--worker", placeholder: "I", range: 0...255, help: "internal: this process is worker I of --procs", hidden: true),
-        ], footer: "ridepush bench --transitions --help: durable transitions per second instead.")
+        ], footer: """
+            ridepush bench --transitions --help: durable transitions per second instead.
+            ridepush bench --tick-encode --help: the CPU of one second's tick batch, no sockets.
+            """)
     }()
 
     public static let usage = table.help

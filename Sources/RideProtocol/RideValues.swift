@@ -11,8 +11,10 @@ public struct RideFigures: Equatable, Sendable {
     public var remaining: Int64?
 
     /// `metres`: the distance from the ride's trace so far, billed live by a per-km plan
-    /// (an ended ride's billed distance is its end's, `ride.metres`).
-    public init(_ ride: Ride, _ plan: FarePlan, at: UnixMillis, metres: Int64? = nil) {
+    /// (an ended ride's billed distance is its end's, `ride.metres`). Both borrowed: the tick
+    /// calls this for every watched ride, and an init takes its arguments owned otherwise (a
+    /// copy of the plan, retaining each of its arrays and strings).
+    public init(_ ride: borrowing Ride, _ plan: borrowing FarePlan, at: UnixMillis, metres: Int64? = nil) {
         elapsed = ride.elapsedSeconds(at: at)
         paused = ride.pausedSeconds(at: at)
         fare = FareEngine.fare(plan, riding: elapsed, paused: paused, metres: ride.state == .ended ? ride.metres : (metres ?? ride.metres))

@@ -1,4 +1,5 @@
 import RideCore
+import RideProtocol
 import Synchronization
 
 /// A ride the server holds in memory, as last committed. `ride`, `warned`, `liveIndex` and
@@ -12,8 +13,9 @@ import Synchronization
 package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
     /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
     package let id: String
-    /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride).
-    private let planBox: PlanBox
+    /// Shared by every ride on the plan (a plan inline would add ~150 bytes to each ride). The
+    /// tick lends it to the encoder as it is; `plan` hands out a copy.
+    let planBox: PlanBox
     package var plan: FarePlan { planBox.plan }
     /// The committed state: what ticks and reads show.
     package var ride: Ride
@@ -123,8 +125,6 @@ package struct TickBatch: Sendable {
     }
 }
 
-/// One loaded fare plan, referenced by the rides that use it.
-package final class PlanBox: Sendable {
-    let plan: FarePlan
-    init(_ plan: FarePlan) { self.plan = plan }
-}
+/// One loaded fare plan, referenced by the rides that use it: RideProtocol's, which the tick
+/// encoder takes as it is (with the plan's currency field encoded once).
+package typealias PlanBox = TickPlan

@@ -1,4 +1,4 @@
-import RideBench
+@testable import RideBench
 import Testing
 
 /// The bench's flags on the shared parser: the same values and messages either way a flag is written.
@@ -70,5 +70,31 @@ import Testing
         }
         #expect(!BenchOptions.usage.contains("--worker"))
         #expect(BenchOptions.usage.contains("-n, --clients N      connections (default 1000)\n"))
+    }
+
+    @Test func tickEncodeFlagsAndDefaults() throws {
+        #expect(try TickEncodeOptions.parse(["--tick-encode"]) == TickEncodeOptions())
+        let o = try TickEncodeOptions.parse(["--tick-encode", "--rides=500", "-w", "20", "--seconds", "3", "--json"])
+        var want = TickEncodeOptions()
+        want.rides = 500; want.watched = 20; want.seconds = 3; want.json = true
+        #expect(o == want)
+        // Every ride watched unless told; never more watched than there are rides.
+        #expect(TickEncodeOptions().effectiveWatched == 100_000)
+        #expect(try TickEncodeOptions.parse(["--rides", "10", "--watched", "50"]).effectiveWatched == 10)
+        #expect(try TickEncodeOptions.parse(["--watched", "0"]).effectiveWatched == 0)
+        #expect(try TickEncodeOptions.parse(["--tick-encode", "--help"]).help)
+        #expect(throws: BenchError.self) { try TickEncodeOptions.parse(["--tick-encode", "--seconds", "0"]) }
+        #expect(throws: BenchError.self) { try TickEncodeOptions.parse(["--tick-encode", "--url", "ws://x"]) }
+        #expect(BenchOptions.usage.contains("--tick-encode --help"))
+    }
+
+    /// What the mode reports, on a few rides: every watched ride's tick in every batch.
+    @Test func tickEncodeRunsWithoutAServer() {
+        var o = TickEncodeOptions()
+        o.rides = 200; o.watched = 50; o.seconds = 2
+        let r = TickEncodeBench.run(o)
+        #expect(r.rides == 200 && r.watched == 50 && r.cpuNanos.count == 2)
+        #expect(r.frames == [50, 50] && r.bytes.allSatisfy { $0 > 50 * 100 })
+        #expect(Set((0..<1_000).map(TickEncodeBench.rideID)).count == 1_000, "ride ids are distinct")
     }
 }
