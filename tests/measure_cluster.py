@@ -17,7 +17,10 @@ Every part runs in this one invocation, against one PostgreSQL 15 started by tes
    timed on one clock (the watcher reads in its own thread), p50/p99;
 4. transitions: native `ridepush bench --transitions` against one node, then two, then four
    nodes at once (one bench each; `--nodes`), with PostgreSQL's CPU, commits and WAL fsyncs
-   over the run; SQLite for reference.
+   over the run, and per durable transition PostgreSQL's CPU, WAL records and bytes, rows
+   written per table and the nodes' own CPU; SQLite for reference (`--no-sqlite`: none).
+   `--pg-statements`: PostgreSQL runs with pg_stat_statements (track=all) and the run prints
+   its time per statement kind.
 The load average is printed beside every part. Every process started here is ended here, by
 PID; every wait is bounded."""
 import argparse
