@@ -17,7 +17,10 @@ Every part runs in this one invocation, against one PostgreSQL 15 started by tes
    timed on one clock (the watcher reads in its own thread), p50/p99;
 4. transitions: native `ridepush bench --transitions` against one node, then two, then four
    nodes at once (one bench each; `--nodes`), with PostgreSQL's CPU, commits and WAL fsyncs
-   over the run; SQLite for reference.
+   over the run, and per durable transition PostgreSQL's CPU, WAL records and bytes, rows
+   written per table and the nodes' own CPU; SQLite for reference (`--no-sqlite`: none).
+   `--pg-statements`: PostgreSQL runs with pg_stat_statements (track=all) and the run prints
+   its time per statement kind.
 The load average is printed beside every part. Every process started here is ended here, by
 PID; every wait is bounded."""
 import argparse
@@ -337,19 +340,28 @@ def finish(p, seconds):
     return None
 
 
+def proc_ticks(pid, children=False):
+    """utime + stime of `pid` in clock ticks (with `children`: + the reaped children's)."""
+    with open("/proc/%d/stat" % pid) as f:
+        f_ = f.read().rsplit(")", 1)[1].split()
+    return int(f_[11]) + int(f_[12]) + ((int(f_[13]) + int(f_[14])) if children else 0)
+
+
 def pg_cpu_ticks(pg):
-    """utime + stime (clock ticks) of the postmaster and every backend it forked."""
+    """CPU (clock ticks) of the postmaster and every process it forked, live or exited: the
+    postmaster's own utime + stime, its reaped children's (cutime + cstime, so a backend that
+    exited when its node stopped still counts), and every live child's utime + stime."""
     root = pg.proc.pid
-    total = 0
+    total = proc_ticks(root, children=True)
     for d in os.listdir("/proc"):
-        if not d.isdigit():
+        if not d.isdigit() or int(d) == root:
             continue
         try:
             with open("/proc/%s/stat" % d) as f:
                 f_ = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(d) == root or int(f_[1]) == root:
+        if int(f_[1]) == root:
             total += int(f_[11]) + int(f_[12])
     return total
 
@@ -361,58 +373,114 @@ def machine_busy():
     return sum(v) - v[3] - v[4], sum(v)
 
 
+TABLES = ("rides", "journal", "replies", "webhook_outbox", "traces")
+
+
 def pg_counters(pg, db):
-    """(commits of `db`, WAL fsyncs, WAL records) so far."""
+    """What PostgreSQL has done so far: commits of `db`, WAL fsyncs, records, full-page images,
+    bytes (pg_current_wal_lsn, exact), journal entries (count(*), exact) and per table rows
+    inserted / updated / HOT-updated (statistics: read once the nodes' backends have exited,
+    which flushes them)."""
     c = pg.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = '%s'" % db)[0][0]
-    w = pg.psql("SELECT wal_sync, wal_records FROM pg_stat_wal")[0]
-    return int(c), int(w[0]), int(w[1])
+    w = pg.psql("SELECT wal_sync, wal_records, wal_fpi, pg_current_wal_lsn() - '0/0'::pg_lsn FROM pg_stat_wal")[0]
+    out = {"commits": int(c), "syncs": int(w[0]), "records": int(w[1]), "fpi": int(w[2]), "bytes": int(float(w[3]))}
+    try:
+        out["entries"] = int(pg.psql("SELECT count(*) FROM ridepush.journal", db=db)[0][0])
+        for row in pg.psql("SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                           "WHERE schemaname = 'ridepush'", db=db):
+            out["ins." + row[0]], out["upd." + row[0]], out["hot." + row[0]] = int(row[1]), int(row[2]), int(row[3])
+        for row in pg.psql("SELECT t.relname, count(*) FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid "
+                           "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = 'ridepush' GROUP BY 1", db=db):
+            out["idx." + row[0]] = int(row[1])
+    except RuntimeError:
+        out["entries"] = 0
+    return out
 
 
-def pg_nodes(pg, n, conns, depth, seconds):
+def statements_report(pg, db, transitions):
+    """With --pg-statements: PostgreSQL's time per statement kind (plan + execute, per
+    durable transition), the top ones."""
+    rows = pg.psql("SELECT calls, total_plan_time, total_exec_time, rows, wal_records, "
+                   "regexp_replace(left(query, 110), '\\s+', ' ', 'g') FROM pg_stat_statements s "
+                   "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '%s' "
+                   "ORDER BY total_plan_time + total_exec_time DESC LIMIT 12" % db, db=db)
+    total = pg.psql("SELECT sum(total_plan_time), sum(total_exec_time), sum(calls) FROM pg_stat_statements s "
+                    "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '%s'" % db, db=db)[0]
+    t = max(1, transitions)
+    print("pg_stat_statements (track=all), per durable transition: plan %.1f µs + execute %.1f µs over %.2f statements"
+          % (1000 * float(total[0] or 0) / t, 1000 * float(total[1] or 0) / t, int(total[2] or 0) / t))
+    for calls, plan, ex, nrows, wal, q in rows:
+        print("  %8d calls  plan %6.1f µs/tr  exec %6.1f µs/tr  WAL rec %5.2f/tr  %s"
+              % (int(calls), 1000 * float(plan) / t, 1000 * float(ex) / t, int(wal) / t, q))
+
+
+def pg_nodes(pg, n, conns, depth, seconds, statements=False):
     """n nodes on one fresh database, one bench each at once: their rates, and what PostgreSQL
-    did in the meantime (CPU, commits, WAL fsyncs)."""
+    did in the meantime (CPU, commits, WAL), and the nodes' own CPU, per durable transition."""
     db = pg.create_database()
     uri = pg.uri(db)
+    if statements:
+        pg.psql("CREATE EXTENSION pg_stat_statements", db=db)
     nodes = [signed_server(uri) for _ in range(n)]
     hz = os.sysconf("SC_CLK_TCK")
     try:
         for s in nodes:
             s.start(timeout=30)
+        if statements:
+            pg.psql("SELECT pg_stat_statements_reset()", db=db)
+        time.sleep(1.2)  # the nodes' startup statistics flushed before the first reading
         c0, t0, m0 = pg_counters(pg, db), pg_cpu_ticks(pg), machine_busy()
+        n0 = [proc_ticks(s.proc.pid) for s in nodes]
         w0 = time.monotonic()
         runs = [transitions_bench(s, conns, depth, seconds, pg.dir, "pg node %d of %d" % (i + 1, n))
                 for i, s in enumerate(nodes)]
         rates = [finish(p, seconds) for p in runs]
         wall = time.monotonic() - w0
-        c1, t1, m1 = pg_counters(pg, db), pg_cpu_ticks(pg), machine_busy()
+        n1 = [proc_ticks(s.proc.pid) for s in nodes]
+        m1 = machine_busy()
     finally:
         for s in nodes:
             s.stop()
-    commits, syncs, records = (b - a for a, b in zip(c0, c1))
-    done = sum(r or 0 for r in rates) * seconds
+    time.sleep(1.2)  # the exited backends' statistics are flushed; their CPU is the postmaster's cutime
+    c1, t1 = pg_counters(pg, db), pg_cpu_ticks(pg)
+    d = {k: c1.get(k, 0) - c0.get(k, 0) for k in c1}
+    done = d["entries"]
+    tr = max(1, done)
+    us = 1e6 / hz
     print("PostgreSQL during %d node(s) (%.1f s incl. ramp): CPU %.0f %% of a core; %d commits (%.0f/s), "
           "%.1f transitions per commit; %d WAL fsyncs (%.0f/s); %.1f WAL records per transition; "
           "whole machine busy %.0f %% of %d cores; load %s"
-          % (n, wall, 100.0 * (t1 - t0) / hz / wall, commits, commits / wall, done / max(1, commits),
-             syncs, syncs / wall, records / max(1, done), 100.0 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]),
+          % (n, wall, 100.0 * (t1 - t0) / hz / wall, d["commits"], d["commits"] / wall, done / max(1, d["commits"]),
+             d["syncs"], d["syncs"] / wall, d["records"] / tr, 100.0 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]),
              os.cpu_count(), load()))
+    rows = "  ".join("%s +%.2f ins %.2f upd (%.2f HOT) [%d idx]" % (t, d.get("ins." + t, 0) / tr, d.get("upd." + t, 0) / tr,
+                                                                   d.get("hot." + t, 0) / tr, c1.get("idx." + t, 0))
+                     for t in TABLES if d.get("ins." + t, 0) or d.get("upd." + t, 0))
+    print("per durable transition (%d journal entries written, %d nodes): PostgreSQL CPU %.0f µs; WAL %.2f records, "
+          "%.0f bytes, %.3f full-page images; nodes' CPU %.0f µs; rows: %s"
+          % (done, n, (t1 - t0) * us / tr, d["records"] / tr, d["bytes"] / tr, d["fpi"] / tr,
+             sum(b - a for a, b in zip(n0, n1)) * us / tr, rows), flush=True)
+    if statements:
+        statements_report(pg, db, done)
     return rates
 
 
-def transitions(pg, conns, depth, seconds, node_counts):
+def transitions(pg, conns, depth, seconds, node_counts, statements=False, sqlite=True):
     stamp("transitions: native bench, group commit")
     results = {}
     for n in node_counts:
-        results[n] = pg_nodes(pg, n, conns, depth, seconds)
+        results[n] = pg_nodes(pg, n, conns, depth, seconds, statements)
         print("load average after: %s" % load())
-    with tempfile.TemporaryDirectory(dir="/tmp") as d:
-        s = signed_server(os.path.join(d, "t.db"))
-        try:
-            s.start(timeout=30)
-            lite = finish(transitions_bench(s, conns, depth, seconds, d, "sqlite one node"), seconds)
-        finally:
-            s.stop()
-    print("load average after: %s" % load())
+    lite = None
+    if sqlite:
+        with tempfile.TemporaryDirectory(dir="/tmp") as d:
+            s = signed_server(os.path.join(d, "t.db"))
+            try:
+                s.start(timeout=30)
+                lite = finish(transitions_bench(s, conns, depth, seconds, d, "sqlite one node"), seconds)
+            finally:
+                s.stop()
+        print("load average after: %s" % load())
     for n, rates in results.items():
         if all(rates):
             print("PostgreSQL, %d node(s) at once: %s = %.0f/s" % (n, " + ".join("%.0f" % r for r in rates), sum(rates)))
@@ -432,13 +500,17 @@ def main():
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--nodes", default="1,2,4", help="transitions: node counts, each a run of its own")
+    ap.add_argument("--no-sqlite", action="store_true", help="transitions: skip the SQLite reference run")
+    ap.add_argument("--pg-statements", action="store_true",
+                    help="transitions: load pg_stat_statements (track=all) and print PostgreSQL's time per statement")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "bench-output"))
     a = ap.parse_args()
     parts = a.only.split(",")
     os.makedirs(a.out, exist_ok=True)
     print("# %s  %s, %d cores, binary %s" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                               " ".join(os.uname()[i] for i in (0, 2, 4)), os.cpu_count(), BIN))
-    pg = Postgres().start()
+    pg = Postgres().start(settings=("shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all")
+                          if a.pg_statements else ())
     try:
         if "fanout" in parts:
             fanout(pg, a.subscribers, a.window, a.ramp, a.out)
@@ -447,7 +519,8 @@ def main():
         if "crossnode" in parts:
             crossnode(pg, a.n)
         if "transitions" in parts:
-            transitions(pg, a.conns, a.depth, a.seconds, [int(x) for x in a.nodes.split(",")])
+            transitions(pg, a.conns, a.depth, a.seconds, [int(x) for x in a.nodes.split(",")], a.pg_statements,
+                        not a.no_sqlite)
     finally:
         pg.close()
 

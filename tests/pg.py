@@ -63,11 +63,13 @@ class Postgres:
         if r.returncode != 0:
             raise RuntimeError("%s failed (%d):\n%s" % (" ".join(argv), r.returncode, r.stdout))
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, settings=()):
+        """`settings`: extra `name=value` server settings (each passed as `-c`)."""
         log = open(os.path.join(self.dir, "server.log"), "a")
+        extra = [a for kv in settings for a in ("-c", kv)]
         self.proc = subprocess.Popen(
             [os.path.join(self.bin, "postgres"), "-D", self.data, "-p", str(self.port), "-k", self.dir,
-             "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"],
+             "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"] + extra,
             stdout=log, stderr=subprocess.STDOUT, **self._user_kwargs())
         log.close()
         deadline = time.monotonic() + timeout

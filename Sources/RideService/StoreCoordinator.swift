@@ -106,15 +106,26 @@ package final class StoreCoordinator: GroupCommitClient {
                 return recent[key] == nil ? key : nil
             }
             var unknown = Set<String>()
+            // Traces the group will read from the store (GeoDesk loads a ride's checkpoint the
+            // first time an end or a position needs it): on PostgreSQL one round trip each,
+            // one after another on the store thread, for every end of a ride that reported
+            // no position here. Read with the rest instead.
+            var traces = Set<String>()
             for job in jobs {
                 switch job {
-                case .request(let r, _, _, _, _, _): if let rid = r.rideID, !book.knows(rid) { unknown.insert(rid) }
-                case .position(let p, _, _, _): if !book.knows(p.ride) { unknown.insert(p.ride) }
+                case .request(let r, _, _, _, _, _):
+                    if let rid = r.rideID, !book.knows(rid) { unknown.insert(rid) }
+                    if case .command(.end, let rid, _) = r, !desk.holds(rid) { traces.insert(rid) }
+                case .position(let p, _, _, _):
+                    if !book.knows(p.ride) { unknown.insert(p.ride) }
+                    if !desk.holds(p.ride) { traces.insert(p.ride) }
                 case .lookup(let rid?, _, _): if !book.knows(rid) { unknown.insert(rid) }
+                case .autoEnd(let rid, _): if !desk.holds(rid) { traces.insert(rid) }
                 default: break
                 }
             }
-            reads.prefetch(replies: keys.count > 1 ? keys : [], rides: unknown.count > 1 ? unknown.sorted() : [])
+            reads.prefetch(replies: keys.count > 1 ? keys : [], rides: unknown.count > 1 ? unknown.sorted() : [],
+                           traces: traces.count > 1 ? traces.sorted() : [])
         }
         var writes: [StoreWrite] = []
         for job in jobs {

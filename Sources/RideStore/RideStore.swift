@@ -87,12 +87,20 @@ public protocol GroupReads: AnyObject {
     func prefetchRides(_ ids: [String])
     /// Both at once (a network store: in one round trip); an empty list reads nothing.
     func prefetch(replies keys: [ReplyKey], rides ids: [String])
+    /// As above, and the trace checkpoints of `traces` (rides the group will read one of:
+    /// ends and positions of rides whose trace the node does not hold); `trace(_:)` then
+    /// answers those ids from it until the next commit. A store whose reads are local may
+    /// ignore `traces`.
+    func prefetch(replies keys: [ReplyKey], rides ids: [String], traces: [String])
 }
 
 extension GroupReads {
     public func prefetch(replies keys: [ReplyKey], rides ids: [String]) {
         if !keys.isEmpty { prefetchReplies(keys) }
         if !ids.isEmpty { prefetchRides(ids) }
+    }
+    public func prefetch(replies keys: [ReplyKey], rides ids: [String], traces: [String]) {
+        prefetch(replies: keys, rides: ids)
     }
 }
 

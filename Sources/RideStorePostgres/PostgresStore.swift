@@ -27,6 +27,8 @@ public final class PostgresStore: RideStore {
     /// Replies read ahead for the group being decided (nil value: known not recorded).
     private var prefetched: [ReplyKey: StoredReply?]?
     private var prefetchedRides: [String: StoredRide?]?
+    /// Trace checkpoints read ahead for the group (nil value: the ride has none).
+    var prefetchedTraces: [String: TraceCheckpoint?]?
     #if DEBUG
     /// Tests hold a transaction open here (its row locks taken) to race another node.
     var beforeCommit: (() -> Void)?
@@ -74,6 +76,7 @@ public final class PostgresStore: RideStore {
         }
         prefetched = nil  // the group has been decided; later reads go to PostgreSQL
         prefetchedRides = nil
+        prefetchedTraces = nil
         if let results = try oneRoundTrip(batch) { return results }
         if let results = try pipelined(batch) { return results }
         return try transaction { (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
@@ -138,16 +141,25 @@ public final class PostgresStore: RideStore {
     /// every write against the locked rows and words each refusal.
     private func oneRoundTrip(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult]? {
         let c = try connection()
-        var statements: [(sql: String, params: [PGValue])] = [("BEGIN", []), PostgresJournal.lockStatement(batch.map(\.rideID))!]
+        // enable_seqscan off for this transaction only: the group statement's UPDATE joins
+        // the rides table to the group's arrays, and while the table is small the planner
+        // prefers a hash join over a scan of every ride (1–2 ms and growing with the table)
+        // to one index probe per ride.
+        var statements: [(sql: String, params: [PGValue])] = [("BEGIN", []), ("SET LOCAL enable_seqscan = off", []),
+                                                              PostgresJournal.lockStatement(batch.map(\.rideID))!]
         var hints: [(ride: String, seq: Int64)] = []
         hints.reserveCapacity(batch.count)
+        // Every create and append in one statement when no ride has two of them here;
+        // else one statement each, in order.
+        let group = PostgresJournal.groupStatement(batch)
+        if let group { statements.append(group) }
         for write in batch {
             switch write {
             case .create(let new, let reply):
-                statements.append(PostgresJournal.createStatement(new, reply: reply, strict: true))
+                if group == nil { statements.append(PostgresJournal.createStatement(new, reply: reply, strict: true)) }
                 hints.append((new.id, 1))
             case .append(let entry, let reply):
-                statements.append(PostgresJournal.appendStatement(entry, reply: reply, strict: true))
+                if group == nil { statements.append(PostgresJournal.appendStatement(entry, reply: reply, strict: true)) }
                 hints.append((entry.ride, entry.seq))
             case .trace(let t):
                 statements.append(PostgresJournal.traceStatement(t, strict: true))
@@ -273,14 +285,16 @@ public final class PostgresStore: RideStore {
         prefetched = repliesCache(keys, r)
     }
 
-    private static func hex(_ s: String) -> String { Array(s.utf8).map { String(format: "%02x", $0) }.joined() }
+    private static func hex(_ s: String) -> String { PostgresJournal.hex(Array(s.utf8)) }
 
     private func repliesStatement(_ keys: [ReplyKey]) -> (sql: String, params: [PGValue]) {
         let scopes = PostgresJournal.arrayLiteral(keys.map { Self.hex($0.scope) })
         let ids = PostgresJournal.arrayLiteral(keys.map { Self.hex($0.id) })
+        // One index probe per key (OFFSET 0: not flattened into a hash join over a scan of
+        // every reply, as the plain join was planned while the table was small).
         return ("""
-            SELECT encode(r.scope, 'hex'), encode(r.id, 'hex'), r.request, r.bytes FROM ridepush.replies r
-            JOIN unnest($1::text[], $2::text[]) AS k(s, i) ON r.scope = decode(k.s, 'hex') AND r.id = decode(k.i, 'hex')
+            SELECT encode(r.scope, 'hex'), encode(r.id, 'hex'), r.request, r.bytes FROM unnest($1::text[], $2::text[]) AS k(s, i)
+            CROSS JOIN LATERAL (SELECT * FROM ridepush.replies WHERE scope = decode(k.s, 'hex') AND id = decode(k.i, 'hex') OFFSET 0) r
             """, [.text(scopes), .text(ids)])
     }
 
@@ -305,18 +319,43 @@ public final class PostgresStore: RideStore {
 
     /// Both read-aheads of a group in one round trip (pipeline mode), not one each.
     public func prefetch(replies keys: [ReplyKey], rides ids: [String]) {
-        guard !keys.isEmpty, !ids.isEmpty else {
+        prefetch(replies: keys, rides: ids, traces: [])
+    }
+
+    /// Every read-ahead of a group in one round trip (pipeline mode), not one each.
+    public func prefetch(replies keys: [ReplyKey], rides ids: [String], traces: [String]) {
+        // Whatever an earlier group read ahead is dropped here, even when this one reads
+        // nothing ahead (a group without writes does not reach `commit`'s reset).
+        prefetched = nil
+        prefetchedRides = nil
+        prefetchedTraces = nil
+        if traces.isEmpty && (keys.isEmpty || ids.isEmpty) {
             if !keys.isEmpty { prefetchReplies(keys) }
             if !ids.isEmpty { prefetchRides(ids) }
             return
         }
-        prefetched = nil
-        prefetchedRides = nil
         guard let c = try? connection() else { return }
-        let st = repliesStatement(keys)
-        guard let out = try? c.pipeline([st, PostgresJournal.ridesStatement(ids: ids)]), out.count == 2 else { return }
-        prefetched = repliesCache(keys, out[0])
-        if let found = try? PostgresJournal.rides(out[1], label: label) { prefetchedRides = ridesCache(ids, found) }
+        var statements: [(sql: String, params: [PGValue])] = []
+        if !keys.isEmpty { statements.append(repliesStatement(keys)) }
+        if !ids.isEmpty { statements.append(PostgresJournal.ridesStatement(ids: ids)) }
+        if !traces.isEmpty { statements.append(PostgresJournal.tracesStatement(traces)) }
+        guard let out = try? c.pipeline(statements), out.count == statements.count else { return }
+        var k = 0
+        if !keys.isEmpty { prefetched = repliesCache(keys, out[k]); k += 1 }
+        if !ids.isEmpty {
+            if let found = try? PostgresJournal.rides(out[k], label: label) { prefetchedRides = ridesCache(ids, found) }
+            k += 1
+        }
+        if !traces.isEmpty {
+            var cache: [String: TraceCheckpoint?] = [:]
+            for id in traces { cache[id] = .some(nil) }
+            let r = out[k]
+            for i in 0..<r.count {
+                let id = r.text(i, 0)
+                cache[id] = .some(PostgresJournal.traceRow(r, i, ride: id, offset: 1))
+            }
+            prefetchedTraces = cache
+        }
     }
 
     /// The rides of a group's ids in one round trip: without it every start of a new ride

@@ -37,18 +37,35 @@ extension PostgresJournal {
         let r = try c.query("SELECT metres, lat::text, lon::text, at, accuracy::text, received_at, vehicle_type FROM ridepush.traces WHERE ride_id = $1::text",
                             [.text(ride)])
         guard r.count > 0 else { return nil }
+        return traceRow(r, 0, ride: ride, offset: 0)
+    }
+
+    /// A checkpoint from row `i`, its columns (metres, lat, lon, at, accuracy, received_at,
+    /// vehicle_type, as `trace` selects them) from column `offset` on.
+    static func traceRow(_ r: PGResult, _ i: Int, ride: String, offset o: Int) -> TraceCheckpoint {
         var last: TracePoint?
-        if let lat = TraceText.double(r.optionalText(0, 1)), let lon = TraceText.double(r.optionalText(0, 2)), let at = r.int(0, 3),
-           let accuracy = TraceText.double(r.optionalText(0, 4)) {
+        if let lat = TraceText.double(r.optionalText(i, o + 1)), let lon = TraceText.double(r.optionalText(i, o + 2)),
+           let at = r.int(i, o + 3), let accuracy = TraceText.double(r.optionalText(i, o + 4)) {
             last = TracePoint(lat: lat, lon: lon, at: at, accuracy: accuracy)
         }
-        return TraceCheckpoint(ride: ride, metres: r.int(0, 0) ?? 0, last: last, receivedAt: r.int(0, 5), vehicleType: r.optionalText(0, 6))
+        return TraceCheckpoint(ride: ride, metres: r.int(i, o) ?? 0, last: last, receivedAt: r.int(i, o + 5),
+                               vehicleType: r.optionalText(i, o + 6))
+    }
+
+    /// The checkpoints of `ids` that have one, in one statement (a group's read-ahead).
+    static func tracesStatement(_ ids: [String]) -> (sql: String, params: [PGValue]) {
+        ("""
+            SELECT t.ride_id, t.metres, t.lat::text, t.lon::text, t.at, t.accuracy::text, t.received_at, t.vehicle_type
+            FROM unnest($1::text[]) k(id)
+            CROSS JOIN LATERAL (SELECT * FROM ridepush.traces WHERE ride_id = k.id OFFSET 0) t
+            """, [.text(arrayLiteral(ids))])
     }
 }
 
 extension PostgresStore {
     public func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? {
-        try read { (c: PostgresConnection) throws(StoreError) in
+        if let cached = prefetchedTraces?[ride] { return cached }
+        return try read { (c: PostgresConnection) throws(StoreError) in
             try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresJournal.trace(c, ride) }
         }
     }

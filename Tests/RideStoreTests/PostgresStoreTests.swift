@@ -251,6 +251,71 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try store.ride("b")?.journal, [.start(at: t0), .pause(at: t0 + 3)])
     }
 
+    /// A group's creates and appends go in as one statement over arrays (its SQL is prepared
+    /// once on the session): starts, a pause, a resume and an end of other rides, replies
+    /// whose keys and request hold quotes, backslashes, commas, braces and a NUL, an owner
+    /// and a limit or none. Everything reads back as written; the end sets the ride's end.
+    func testAGroupsCreatesAndAppendsAreOneStatement() throws {
+        let store = try open()
+        try store.create(id: "p", planID: "plan", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try store.create(id: "q", planID: "plan", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        try store.append(ride: "q", .pause(at: t0 + 1), reply: nil)
+        try store.create(id: "e", planID: "plan", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        let odd = ReplyKey(scope: "u \"x\" \\ {a,b}", id: "i\u{0},\"NULL\"")
+        let plain = ReplyKey(scope: "u", id: "2")
+        XCTAssertEqual(try store.commit([
+            .create(NewRide(id: "n \"1\"", planID: "pl,an", owner: "o\\w", limit: 90, startedAt: t0 + 10),
+                    reply: ReplyRecord(key: odd, request: "start \"n\" {1}", bytes: [0, 1, 255], at: t0 + 10)),
+            .append(JournalEntry(ride: "p", seq: 2, transition: .pause(at: t0 + 11)), reply: ReplyRecord(key: plain, request: "pause p", bytes: [7], at: t0 + 11)),
+            .append(JournalEntry(ride: "q", seq: 3, transition: .resume(at: t0 + 12)), reply: nil),
+            .append(JournalEntry(ride: "e", seq: 2, transition: .end(at: t0 + 13, reason: .forced, metres: 1234)), reply: nil),
+            .create(NewRide(id: "m", planID: "plan", owner: nil, limit: nil, startedAt: t0 + 14), reply: nil),
+        ]), [.written, .written, .written, .written, .written])
+        let n = try XCTUnwrap(try store.ride("n \"1\""))
+        XCTAssertEqual([n.planID, n.owner], ["pl,an", "o\\w"])
+        XCTAssertEqual(n.limit, 90)
+        XCTAssertEqual(n.journal, [.start(at: t0 + 10)])
+        XCTAssertEqual(try store.ride("p")?.journal, [.start(at: t0), .pause(at: t0 + 11)])
+        XCTAssertEqual(try store.ride("q")?.journal, [.start(at: t0), .pause(at: t0 + 1), .resume(at: t0 + 12)])
+        XCTAssertEqual(try store.ride("e")?.journal, [.start(at: t0), .end(at: t0 + 13, reason: .forced, metres: 1234)])
+        XCTAssertEqual(try store.ride("m")?.journal, [.start(at: t0 + 14)])
+        XCTAssertEqual(try store.reply(for: odd), StoredReply(request: "start \"n\" {1}", bytes: [0, 1, 255]))
+        XCTAssertEqual(try store.reply(for: plain), StoredReply(request: "pause p", bytes: [7]))
+        let rows = try pg.admin("SELECT id, last_seq, state, coalesce(ended_at, 0) FROM ridepush.rides ORDER BY id", database: db)
+        XCTAssertEqual((0..<rows.count).map { "\(rows.text($0, 0)) \(rows.text($0, 1)) \(rows.text($0, 2)) \(rows.text($0, 3))" },
+                       ["e 2 ended \(t0 + 13)", "m 1 riding 0", "n \"1\" 1 riding 0", "p 2 paused 0", "q 3 riding 0"])
+        // In batch order in the journal (position), as the per-write statements wrote them.
+        let order = try pg.admin("SELECT ride_id FROM ridepush.journal WHERE at >= \(t0 + 10) ORDER BY position", database: db)
+        XCTAssertEqual((0..<order.count).map { order.text($0, 0) }, ["n \"1\"", "p", "q", "e", "m"])
+        let prepared = try store.connection().query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH c AS%'")
+        XCTAssertEqual(prepared.int(0, 0), 1)
+    }
+
+    /// Two writes of one ride in a group (a start and its pause; a pause and its resume) cannot
+    /// be one multi-row statement: they go one statement each, still in one round trip.
+    /// A state the row is not in (a pause of a paused ride, at the right seq) fails the group
+    /// statement in SQL and the checked path words the refusal; the rest is written.
+    func testAGroupWithTwoWritesOfARideOrAWrongStateStillCommits() throws {
+        let store = try open()
+        try store.create(id: "b", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
+        XCTAssertEqual(try store.commit([
+            .create(NewRide(id: "a", planID: "p", owner: nil, limit: nil, startedAt: t0), reply: nil),
+            .append(JournalEntry(ride: "a", seq: 2, transition: .pause(at: t0 + 1)), reply: nil),
+            .append(JournalEntry(ride: "b", seq: 2, transition: .pause(at: t0 + 2)), reply: nil),
+            .append(JournalEntry(ride: "b", seq: 3, transition: .resume(at: t0 + 3)), reply: nil),
+        ]), [.written, .written, .written, .written])
+        XCTAssertEqual(try store.ride("a")?.journal, [.start(at: t0), .pause(at: t0 + 1)])
+        XCTAssertEqual(try store.ride("b")?.journal, [.start(at: t0), .pause(at: t0 + 2), .resume(at: t0 + 3)])
+        let k = ReplyKey(scope: "u", id: "w")
+        XCTAssertEqual(try store.commit([
+            .append(JournalEntry(ride: "a", seq: 3, transition: .pause(at: t0 + 4)), reply: ReplyRecord(key: k, request: "pause a", bytes: [1], at: t0 + 4)),
+            .create(NewRide(id: "c", planID: "p", owner: nil, limit: nil, startedAt: t0 + 4), reply: nil),
+        ]), [.refused(StoreError(.notAllowed, "ride a: ride is paused; cannot pause")), .written])
+        XCTAssertNil(try store.reply(for: k))
+        XCTAssertEqual(try store.ride("a")?.journal, [.start(at: t0), .pause(at: t0 + 1)])
+        XCTAssertEqual(try store.ride("c")?.journal, [.start(at: t0 + 4)])
+    }
+
     /// A batch of hints is read in one statement: each ride's entries after its own seq.
     func testEntriesOfSeveralRidesAfterTheirOwnSeqs() throws {
         let store = try open()
