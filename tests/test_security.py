@@ -536,16 +536,7 @@ def test_wss_subscriber_that_stops_reading_gets_whole_frames_after(certs):
             raw.connect(("127.0.0.1", s.port))
             slow = ctx.wrap_socket(raw, server_hostname="127.0.0.1")  # no ALPN: HTTP/1.1
             try:
-                slow.sendall(("GET /ws?token=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
-                              "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
-                              "Sec-WebSocket-Protocol: ride.v1\r\n\r\n"
-                              % (token, s.port, base64.b64encode(os.urandom(16)).decode())).encode())
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    chunk = slow.recv(1)
-                    assert chunk, "closed during the handshake"
-                    head += chunk
-                assert head.startswith(b"HTTP/1.1 101"), head
+                handshake(slow, s.port, "/ws?token=" + token, [("Sec-WebSocket-Protocol", "ride.v1")])
                 slow.sendall(b"".join(tls_frame(json.dumps({"type": "subscribe", "ride": r})) for r in rides))
                 buf, states, last_seq = b"", 0, {}
 
@@ -840,7 +831,12 @@ def test_max_subscriptions():
 
 def raw_ws_handshake(port, path="/ws", headers=()):
     """A WebSocket client that completes the handshake and then never reads or answers."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    return handshake(socket.create_connection(("127.0.0.1", port), timeout=5), port, path, headers)
+
+
+def handshake(s, port, path="/ws", headers=()):
+    """The WebSocket handshake by hand on a connected socket (plain or TLS), reading byte by byte
+    so nothing after the headers is consumed; returns the socket."""
     key = base64.b64encode(os.urandom(16)).decode()
     req = ("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n") % (
