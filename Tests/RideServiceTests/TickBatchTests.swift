@@ -75,12 +75,15 @@ final class TickBatchTests: XCTestCase {
     func testEachBatchIsReservedUpFront() {
         let clock = ManualClock()
         let registry = RideRegistry(plans: [.standard], shards: 1, clock: clock, metrics: Metrics(), pre: 16)
-        registry.publishing { v in
-            for i in 0..<3_000 {
-                registry.add(Ride(id: "r-\(i)", planID: "default", owner: nil, limit: nil, startedAt: clock.now()), &v)
-                    .subscriberCount.wrappingAdd(1, ordering: .relaxed)
+        func addWatched(_ ids: Range<Int>) {
+            registry.publishing { v in
+                for i in ids {
+                    registry.add(Ride(id: "r-\(i)", planID: "default", owner: nil, limit: nil, startedAt: clock.now()), &v)
+                        .subscriberCount.wrappingAdd(1, ordering: .relaxed)
+                }
             }
         }
+        addWatched(0..<3_000)
         clock.advance(seconds: 1)
         let first = registry.tick(seq: 1, at: clock.now()) { _, _ in }.0
         clock.advance(seconds: 1)
@@ -91,12 +94,7 @@ final class TickBatchTests: XCTestCase {
         XCTAssertEqual(second.frames.grown, 0, "reserved up front")
         XCTAssertEqual(first.frames.count, second.frames.count)
         // Many more watched rides than the last batch had: still no growth.
-        registry.publishing { v in
-            for i in 3_000..<9_000 {
-                registry.add(Ride(id: "r-\(i)", planID: "default", owner: nil, limit: nil, startedAt: clock.now()), &v)
-                    .subscriberCount.wrappingAdd(1, ordering: .relaxed)
-            }
-        }
+        addWatched(3_000..<9_000)
         clock.advance(seconds: 1)
         let third = registry.tick(seq: 3, at: clock.now()) { _, _ in }.0
         XCTAssertEqual(third.ends.count, 9_000)
