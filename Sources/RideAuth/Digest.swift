@@ -1,4 +1,5 @@
 import COpenSSL
+import RideCore
 
 /// SHA-256 from libcrypto (already linked for tokens), for values that must be short and
 /// fixed in size whatever was hashed: the server API's idempotency keys and request fingerprints.
@@ -10,14 +11,5 @@ public enum Digest {
         return out
     }
 
-    public static func sha256Hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var hex: [UInt8] = []
-        hex.reserveCapacity(64)
-        for b in sha256(bytes) {
-            hex.append(digits[Int(b >> 4)])
-            hex.append(digits[Int(b & 15)])
-        }
-        return String(decoding: hex, as: UTF8.self)
-    }
+    public static func sha256Hex(_ bytes: [UInt8]) -> String { Hex.lower(sha256(bytes)) }
 }

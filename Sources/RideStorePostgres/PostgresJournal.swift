@@ -312,14 +312,8 @@ enum PostgresJournal {
         nullableArrayLiteral(items.map { Optional($0) })
     }
 
-    /// Lower-case hex of `bytes` (what `decode(..., 'hex')` reads), without a String(format:) per byte.
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
+    /// Lower-case hex of `bytes`, what `decode(..., 'hex')` reads.
+    static func hex(_ bytes: [UInt8]) -> String { Hex.lower(bytes) }
 
     /// `arrayLiteral` with nil as SQL NULL.
     /// Built byte by byte: a group's twenty arrays of ~40 elements each went through

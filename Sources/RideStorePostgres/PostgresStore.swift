@@ -285,7 +285,7 @@ public final class PostgresStore: RideStore {
         prefetched = repliesCache(keys, r)
     }
 
-    private static func hex(_ s: String) -> String { PostgresJournal.hex(Array(s.utf8)) }
+    private static func hex(_ s: String) -> String { Hex.lower(s.utf8) }
 
     private func repliesStatement(_ keys: [ReplyKey]) -> (sql: String, params: [PGValue]) {
         let scopes = PostgresJournal.arrayLiteral(keys.map { Self.hex($0.scope) })

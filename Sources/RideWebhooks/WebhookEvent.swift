@@ -65,13 +65,4 @@ public struct WebhookEvent: Sendable, Equatable {
     }
 }
 
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 15)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
+func hex(_ bytes: [UInt8]) -> String { Hex.lower(bytes) }
