@@ -24,7 +24,8 @@ extension Shard {
         var pending = ServerAPIBody(path: path, idempotencyKey: customHeader(wsi, "idempotency-key:"), token: requestToken(wsi))
         // lws reads a body only when a length is declared; without one the body is empty,
         // and a chunked one is refused rather than taken for empty.
-        let length = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH).flatMap { Int($0) } ?? 0
+        let declared = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH)
+        let length = declared.flatMap { Int($0) } ?? 0
         if length == 0, header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) != nil {
             // lws 4.1.6 reads no chunked request body: say so (answered like any other, not
             // closed at once, which could reset the connection before the answer is read).
@@ -33,7 +34,9 @@ extension Shard {
             lws_callback_on_writable(wsi)
             return 0
         }
-        if length == 0 {
+        // With no Content-Length lws announces no body; with one (`0` included) it calls
+        // HTTP_BODY_COMPLETION once the body is read, and that is where the request goes on.
+        if declared == nil {
             return serverAPIBodyDone(wsi, &pending)
         }
         apiBodies[wsi] = pending
@@ -46,8 +49,16 @@ extension Shard {
         return 0
     }
 
+    /// Once per request; a second completion with no body pending closes the connection.
+    /// Why: a POST pipelined behind another request is parsed by lws 4.1.6 from the
+    /// connection's input buffer list, and `lws_handshake_server` then reads that same list
+    /// again as the body (the body it hands over starts at the request line, so it is refused
+    /// as JSON) and loops on it, calling HTTP_BODY_COMPLETION with nothing consumed for as
+    /// long as the callback returns 0: a service thread at 100 % CPU, reachable without a
+    /// token (issue 36, finding 1). Returning -1 makes lws close the connection, which ends
+    /// its loop; the answers already written (the request before the POST) stay written.
     func serverAPIBodyComplete(_ wsi: OpaquePointer) -> Int32 {
-        guard var pending = apiBodies.removeValue(forKey: wsi) else { return 0 }
+        guard var pending = apiBodies.removeValue(forKey: wsi) else { return -1 }
         return serverAPIBodyDone(wsi, &pending)
     }
 
