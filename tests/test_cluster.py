@@ -572,3 +572,35 @@ def test_postgres_back_healthz_ok_within_5s_with_no_client_write(pg_db):
     finally:
         c.close()
         a.stop()
+
+
+def test_each_transition_on_the_other_node_at_once_is_never_refused(pg_db):
+    """Read your own writes across nodes (issue 39, item 0): 50 rides, each transition sent to
+    the other node as soon as the previous one is answered, with no wait for the first node's
+    notification. A node whose view is behind reads the ride from the store and decides again:
+    0 refusals, and every journal is the rider's sequence."""
+    pg, db = pg_db
+    a = node(pg.uri(db))
+    try:
+        b = node(pg.uri(db))
+        try:
+            with Client(a.ws) as ca, Client(b.ws) as cb:
+                walk = [("start", "riding"), ("pause", "paused"), ("resume", "riding"), ("pause", "paused"),
+                        ("resume", "riding"), ("end", "ended")]
+                refused = []
+                for i in range(50):
+                    ride = "alt-%d" % i
+                    clients = (ca, cb) if i % 2 == 0 else (cb, ca)
+                    for n, (kind, state) in enumerate(walk):
+                        answer = clients[n % 2].request({"type": kind, "ride": ride})
+                        if answer.get("state") != state:
+                            refused.append((ride, kind, answer))
+                assert refused == [], refused[:5]
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+    kinds = pg.psql("SELECT string_agg(kind, ',' ORDER BY seq) FROM ridepush.journal WHERE ride_id LIKE 'alt-%' "
+                    "GROUP BY ride_id", db)
+    assert len(kinds) == 50
+    assert {r[0] for r in kinds} == {"start,pause,resume,pause,resume,end"}, kinds[:3]

@@ -35,8 +35,12 @@ package final class StoreCoordinator: GroupCommitClient {
 
     /// The group being decided: what to do with each job once the commit is known.
     fileprivate enum Step {
+        /// `job`: the request as it came (nil for an auto-end), decided again if the store
+        /// refuses the write because another node moved the ride first.
         case change(RideBook.Change, write: Int, reply: [UInt8]?, push: [UInt8], to: Requester?,
-                    id: String?, key: ReplyKey?, type: String)
+                    id: String?, key: ReplyKey?, type: String, job: Decided?)
+        /// A request decided again in the next group (`decideAgain`): nothing to tell now.
+        case again
         /// An answer made without a write; `needsCommit` when it replays a reply of this group.
         case answer([UInt8], to: Requester, needsCommit: Bool, id: String?, type: String)
         case lookup(String?, Requester, Continuation, ProtocolError?)
@@ -72,6 +76,17 @@ package final class StoreCoordinator: GroupCommitClient {
     /// Changes other nodes made, applied to the book in this group, published first.
     private var remote: [ClusterCatchUp.Update] = []
     private var clusterFailing = false
+    /// Requests `finish` hands back to the worker to be decided on the store's newer state.
+    private var redo: [StoreJob] = []
+
+    /// A client's request and how many times it was decided on a stale view already.
+    fileprivate struct Decided {
+        let job: StoreJob
+        let attempt: Int
+    }
+    /// Decisions one request gets before its refusal is answered: another node winning the
+    /// same ride again and again is a contest, not a stale view.
+    static let maxAttempts = 3
 
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     package init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
@@ -111,7 +126,9 @@ package final class StoreCoordinator: GroupCommitClient {
             // one after another on the store thread, for every end of a ride that reported
             // no position here. Read with the rest instead.
             var traces = Set<String>()
-            for job in jobs {
+            for queued in jobs {
+                var job = queued
+                if case .decideAgain(let inner, _) = queued { job = inner }
                 switch job {
                 case .request(let r, _, _, _, _, _):
                     if let rid = r.rideID, !book.knows(rid) { unknown.insert(rid) }
@@ -128,15 +145,19 @@ package final class StoreCoordinator: GroupCommitClient {
                            traces: traces.count > 1 ? traces.sorted() : [])
         }
         var writes: [StoreWrite] = []
-        for job in jobs {
+        for queued in jobs {
+            var job = queued, attempt = 0
+            if case .decideAgain(let inner, let n) = queued { (job, attempt) = (inner, n) }
+            let decided = Decided(job: job, attempt: attempt)
             switch job {
-            case .cluster:
-                continue  // done first, by catchUp
+            case .cluster, .decideAgain:
+                continue  // .cluster: done first, by catchUp; .decideAgain: unwrapped above
             case .request(let request, let id, let scope, let access, let from, let geo):
-                decide(request, id: id, scope: scope, access: access, from: from, geo: geo, now: now, store: store, into: &writes)
+                decide(request, id: id, scope: scope, access: access, from: from, geo: geo, now: now, store: store, into: &writes,
+                       decided: decided)
             case .api(let call, let from):
                 decide(call.request, id: call.key.id, scope: call.key.scope, access: call.access, from: from, geo: nil, now: now,
-                       store: store, into: &writes, api: call)
+                       store: store, into: &writes, api: call, decided: decided)
             case .position(let p, let id, let access, let from):
                 position(p, id: id, access: access, from: from, store: store, into: &writes)
             case .autoEnd(let rid, let at):
@@ -149,7 +170,7 @@ package final class StoreCoordinator: GroupCommitClient {
                 writes.append(write(c, reply: nil, now: now))
                 transitioned(c, into: &writes)
                 let push = ServerMessages.state(ride: c.after.ride, plan: c.plan, at: at, id: nil, prefix: pre)
-                steps.append(.change(c, write: writes.count - 1, reply: nil, push: push, to: nil, id: nil, key: nil, type: "end"))
+                steps.append(.change(c, write: writes.count - 1, reply: nil, push: push, to: nil, id: nil, key: nil, type: "end", job: nil))
             case .lookup(let rid, let from, let then):
                 var failure: ProtocolError?
                 if let rid, !book.knows(rid) {
@@ -175,7 +196,7 @@ package final class StoreCoordinator: GroupCommitClient {
 
     private func decide(_ request: RideBook.Request, id: String?, scope: String, access: Access?, from: Requester,
                         geo: ZoneFields?, now: UnixMillis, store: RideStore, into writes: inout [StoreWrite],
-                        api: ServerAPICall? = nil) {
+                        api: ServerAPICall? = nil, decided: Decided) {
         var request = request
         let type: String
         if case .command(let c, _, _) = request { type = c.rawValue } else { type = "start" }
@@ -227,14 +248,23 @@ package final class StoreCoordinator: GroupCommitClient {
             case .refuse(let e): return answer(e)
             }
         }
-        let decision = book.decide(request, now: now, earlier: earlier) { ride in
-            guard let a = access, !a.mayControl(rideOwner: ride.owner) else { return nil }
-            return RideBook.Refusal(.forbidden, a.claims.scope == .watch ? "this token may only watch rides" : "ride \"\(ride.id)\" belongs to another rider")
-        } endedBy: { ride in
-            // The receipt must not tell a rider they returned a scooter an operator ended.
-            if forced { return .forced }
-            guard let a = access, a.claims.ops, ride.owner != a.rider else { return .rider }
-            return .byOperator
+        func decideOnBook() -> RideBook.Decision {
+            book.decide(request, now: now, earlier: earlier) { ride in
+                guard let a = access, !a.mayControl(rideOwner: ride.owner) else { return nil }
+                return RideBook.Refusal(.forbidden, a.claims.scope == .watch ? "this token may only watch rides" : "ride \"\(ride.id)\" belongs to another rider")
+            } endedBy: { ride in
+                // The receipt must not tell a rider they returned a scooter an operator ended.
+                if forced { return .forced }
+                guard let a = access, a.claims.ops, ride.owner != a.rider else { return .rider }
+                return .byOperator
+            }
+        }
+        var decision = decideOnBook()
+        // Refused on this node's view of a ride other nodes also move: the view may be behind
+        // the store (their notification not here yet). Read the ride and decide again, so the
+        // answer is the one a single node would give.
+        if case .refuse(let r) = decision, r.code == .invalidTransition, let rid = request.rideID, refreshFromStore(rid, store) {
+            decision = decideOnBook()
         }
         switch decision {
         case .change(let c):
@@ -254,7 +284,7 @@ package final class StoreCoordinator: GroupCommitClient {
             if let key, let record { groupReplies[key] = RideBook.Earlier(request: record.request, bytes: record.bytes) }
             let w = writes.count - 1
             if c.isStart { started(c, geo: geo, into: &writes) } else { transitioned(c, into: &writes) }
-            steps.append(.change(c, write: w, reply: reply, push: push, to: from, id: id, key: key, type: type))
+            steps.append(.change(c, write: w, reply: reply, push: push, to: from, id: id, key: key, type: type, job: decided))
         case .refuse(let r):
             answer(ProtocolError(Self.code(r.code), r.message, id: id))
         case .replay(let bytes):
@@ -287,6 +317,16 @@ package final class StoreCoordinator: GroupCommitClient {
             if !clusterFailing { Log.warn("cluster catch-up failed (retrying every beat): \(error.message)") }
             clusterFailing = true
         }
+    }
+
+    /// With a shared store: reads `rid` and adopts it when the store holds entries this node's
+    /// book has not heard of yet. True when the book moved on.
+    private func refreshFromStore(_ rid: String, _ store: RideStore) -> Bool {
+        guard cluster != nil, let known = book.rides[rid]?.seq else { return false }
+        metrics.add(metrics.storeRideReads)
+        guard let s = try? store.ride(rid), s.seq > known else { return false }
+        adopt(ClusterCatchUp.Update(entry: RideBook.Entry(ride: s.ride, seq: s.seq)))
+        return true
     }
 
     /// Takes another writer's version of a ride into the book, to be published with the group.
@@ -408,22 +448,38 @@ package final class StoreCoordinator: GroupCommitClient {
             results = r
             var refused: Set<String> = []
             for step in steps {
-                if case .change(let c, let w, _, _, _, _, _, _) = step, case .refused = r[w] { refused.insert(c.after.ride.id) }
+                if case .change(let c, let w, _, _, _, _, _, _, _) = step, case .refused = r[w] { refused.insert(c.after.ride.id) }
             }
             book.settle(failed: refused)
             // Another writer got there first: the store's copy is the truth from now on, and
             // (when it moved on) this node's watchers are told, as for any other node's change.
+            var movedOn: Set<String> = []
             for rid in refused {
                 metrics.add(metrics.storeRideReads)
                 guard let s = try? store.ride(rid) else { continue }
                 let entry = RideBook.Entry(ride: s.ride, seq: s.seq)
-                if s.seq > (book.rides[rid]?.seq ?? 0) { adopt(ClusterCatchUp.Update(entry: entry)) } else { book.replace(entry) }
+                if s.seq > (book.rides[rid]?.seq ?? 0) {
+                    adopt(ClusterCatchUp.Update(entry: entry))
+                    movedOn.insert(rid)
+                } else {
+                    book.replace(entry)
+                }
+            }
+            // A request refused only because it was decided on a view the store had moved past
+            // is decided again on the store's state (next group, ahead of anything else),
+            // instead of being answered `invalid_transition` for a transition that is valid.
+            for (i, step) in steps.enumerated() {
+                guard case .change(let c, let w, _, _, _, _, _, _, let d?) = step, !c.isStart, case .refused(let e) = r[w],
+                      e.refusal == .notNext || e.refusal == .notAllowed, movedOn.contains(c.after.ride.id),
+                      d.attempt + 1 < Self.maxAttempts else { continue }
+                redo.append(.decideAgain(d.job, attempt: d.attempt + 1))
+                steps[i] = .again
             }
         }
         // Retries of this group's requests are answered from memory from now on: a replay is
         // published with its own group, so never before this one.
         for step in steps {
-            if case .change(_, let w, _, _, _, _, let key?, _) = step, groupFailure == nil, results[w] == .written,
+            if case .change(_, let w, _, _, _, _, let key?, _, _) = step, groupFailure == nil, results[w] == .written,
                let g = groupReplies[key] { recent[key] = g }
         }
         let now = clock.now()
@@ -438,6 +494,11 @@ package final class StoreCoordinator: GroupCommitClient {
         learned = []
         remote = []
         return group
+    }
+
+    package func decideAgain() -> [StoreJob] {
+        defer { redo.removeAll() }
+        return redo
     }
 
     // MARK: once durable
@@ -461,7 +522,9 @@ package final class StoreCoordinator: GroupCommitClient {
             }
             for step in steps {
                 switch step {
-                case .change(let c, let w, let reply, let push, let to, let id, _, let type):
+                case .again:
+                    continue
+                case .change(let c, let w, let reply, let push, let to, let id, _, let type, _):
                     var failure = groupFailure
                     if failure == nil, case .refused(let e) = results[w] { failure = e }
                     let rid = c.after.ride.id

@@ -56,6 +56,9 @@ package enum StoreJob: Sendable {
     /// An operator view read from the store (journal, listing; OpsRequests.swift): answered
     /// in turn to the session, or to the HTTP connection waiting under `http`.
     case read(from: Requester, http: UInt64?, work: @Sendable (RideStore, RideRegistry) -> OpsAnswer)
+    /// A `.request` or `.api` the store refused because another node had moved the ride
+    /// first, decided again on the store's state (`attempt`: how many times before).
+    indirect case decideAgain(StoreJob, attempt: Int)
 }
 
 /// Where the registry sends jobs: the store worker, or a queue a unit test runs by hand.

@@ -22,6 +22,14 @@ public protocol GroupCommitClient: AnyObject, SendableMetatype {
     /// (`LogSyncing`) on its sync thread while the worker decides later groups, so it must not
     /// touch what `prepare` and `finish` own.
     func publish(_ group: Group)
+    /// Jobs `finish` found decided on a view the store had moved past (another writer
+    /// committed first): the worker queues them ahead of everything else, to be decided again
+    /// on the store's state. Called on the worker thread after each `finish`.
+    func decideAgain() -> [Job]
+}
+
+extension GroupCommitClient {
+    public func decideAgain() -> [Job] { [] }
 }
 
 /// The one thread that drives a store, with group commit: jobs are queued from any thread;
@@ -249,6 +257,7 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
     /// Decides and writes one group; false when the process must stop (fate unknown).
     private func commitGroup(_ jobs: [Client.Job]) -> Bool {
         assertOnWorkerThread("commitGroup")
+        defer { requeueFirst(client.decideAgain()) }
         health.commitBegan()
         let batch = client.prepare(jobs, store: store)
         guard !batch.isEmpty else {
@@ -279,6 +288,14 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
             settled(group, wrote: false)
         }
         return true
+    }
+
+    /// Puts `jobs` at the head of the queue, in their order: the next group decides them first.
+    private func requeueFirst(_ jobs: [Client.Job]) {
+        guard !jobs.isEmpty else { return }
+        wake.lock()
+        queue.insert(contentsOf: jobs, at: 0)
+        wake.unlock()
     }
 
     /// Publishes at once when the commit was already durable; else hands the group to the sync

@@ -48,10 +48,14 @@ final class Harness {
     /// Groups whose outbox rows were reported durable (the sender's pokes).
     var eventPokes = 0
 
-    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil, maxOpenRides: Int = 0, webhooks: [String] = []) {
+    /// `shared`: the store is shared with other nodes (as PostgreSQL is), which the test plays
+    /// by writing to `store.inner` itself.
+    init(_ clock: ManualClock, plans: [FarePlan] = [.standard], ops: OpsFeed? = nil, maxOpenRides: Int = 0, webhooks: [String] = [],
+         shared: Bool = false) {
         self.clock = clock
         registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops, pre: Int(clws_pre()))
         coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics(),
+                                       cluster: shared ? ClusterCatchUp(cursor: JournalCursor(txid: 0, position: 0)) : nil,
                                        maxOpenRides: maxOpenRides, webhooks: webhooks,
                                        eventsCommitted: { [unowned self] in eventPokes += 1 }) {
             [unowned self] i, e in events[i] += e
@@ -64,11 +68,20 @@ final class Harness {
     func run() {
         let jobs = queue.take()
         let writes = coordinator.prepare(jobs, store: store)
-        if writes.isEmpty { return coordinator.publish(coordinator.finish(.success([]), store: store)) }
-        do throws(StoreError) {
-            coordinator.publish(coordinator.finish(.success(try store.commit(writes)), store: store))
-        } catch {
-            coordinator.publish(coordinator.finish(.failure(error), store: store))
+        if writes.isEmpty {
+            coordinator.publish(coordinator.finish(.success([]), store: store))
+        } else {
+            do throws(StoreError) {
+                coordinator.publish(coordinator.finish(.success(try store.commit(writes)), store: store))
+            } catch {
+                coordinator.publish(coordinator.finish(.failure(error), store: store))
+            }
+        }
+        // As the worker does: what is to be decided again goes first, in the next group.
+        let again = coordinator.decideAgain()
+        if !again.isEmpty {
+            queue.jobs.withLock { $0.insert(contentsOf: again, at: 0) }
+            run()
         }
     }
 
