@@ -35,7 +35,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Where the store worker hands each service thread its events (filled once the shards exist).
     private let mailboxes = Mailboxes()
     /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
-    private(set) var clusterFeed: ClusterFeed?
+    private(set) var clusterFeed: PostgresClusterFeed?
     private(set) var storeHealth: ConnectionHealth?
     /// With `--webhook`: the sender (its own threads and outbox connection) and that outbox,
     /// read for `GET /v1/webhooks/dead` off the service threads.
@@ -171,7 +171,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads)
         if let pg = store as? PostgresStore {
             storeHealth = pg.health
-            clusterFeed = ClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend) { hints, catchUp in
+            clusterFeed = PostgresClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend,
+                                              log: { warning, message in warning ? Log.warn(message) : Log.notice(message) }) { hints, catchUp in
                 worker.submit([.cluster(hints: hints, catchUp: catchUp)])
             }
         }

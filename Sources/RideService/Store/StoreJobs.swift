@@ -49,7 +49,7 @@ package enum StoreJob: Sendable {
     case lookup(String?, from: Requester, then: Continuation)
     /// Forgets replies older than `before` (its own transaction).
     case prune(before: UnixMillis)
-    /// Other nodes wrote to the shared store (ClusterFeed): read the hinted rides' new
+    /// Other nodes wrote to the shared store (PostgresClusterFeed): read the hinted rides' new
     /// entries (ride → highest seq notified) and, with `catchUp`, the journal after the
     /// cursor; apply them before deciding anything else of the group.
     case cluster(hints: [String: Int64], catchUp: Bool)

@@ -1,6 +1,5 @@
 import Foundation
 import RideStore
-import RideStorePostgres
 import Synchronization
 
 /// A node's ear on the shared journal: one thread holding the dedicated LISTEN connection.
@@ -11,7 +10,7 @@ import Synchronization
 ///   read, because a notification sent while the listener was away is lost, never queued.
 /// The listener also pings on that beat, so a dead server is noticed within the statement
 /// deadline even when nothing is notified. Reconnects back off 250 ms → 5 s.
-package final class ClusterFeed: Sendable {
+package final class PostgresClusterFeed: Sendable {
     private let settings: PostgresSettings
     private let ownBackend: BackendID
     /// Whether the listener is connected (the node is degraded while it is not).
@@ -19,11 +18,16 @@ package final class ClusterFeed: Sendable {
     package let reconnects = Atomic<Int>(0)
     private let catchUpEvery: Duration
     private let wake: @Sendable (_ hints: [String: Int64], _ catchUp: Bool) -> Void
+    /// Where the feed's losses (`warning`) and reconnects are logged: the server's log, the
+    /// store has none of its own.
+    private let log: @Sendable (_ warning: Bool, _ message: String) -> Void
     private let stopping = Atomic<Bool>(false)
     private let stopped = DispatchSemaphore(value: 0)
 
     package init(settings: PostgresSettings, ownBackend: BackendID, catchUpEvery: Duration = .seconds(2),
+         log: @escaping @Sendable (_ warning: Bool, _ message: String) -> Void,
          wake: @escaping @Sendable (_ hints: [String: Int64], _ catchUp: Bool) -> Void) {
+        self.log = log
         self.settings = settings
         self.ownBackend = ownBackend
         self.catchUpEvery = catchUpEvery
@@ -68,14 +72,14 @@ package final class ClusterFeed: Sendable {
                 do throws(StoreError) {
                     listener = try PostgresListener(settings)
                     if backoff != .zero {
-                        Log.notice("cluster feed: listening again on \(settings.redacted)")
+                        log(false, "cluster feed: listening again on \(settings.redacted)")
                         reconnects.add(1, ordering: .relaxed)
                     }
                     backoff = .zero
                     health.up()
                     wake([:], true)  // whatever was notified while away is lost: read it
                 } catch {
-                    if health.isUp { Log.warn("cluster feed: \(error.message); reconnecting with backoff") }
+                    if health.isUp { log(true, "cluster feed: \(error.message); reconnecting with backoff") }
                     health.down(error.message)
                     backoff = backoff == .zero ? .milliseconds(250) : min(backoff * 2, .seconds(5))
                     retryAt = ContinuousClock.now + backoff
@@ -100,7 +104,7 @@ package final class ClusterFeed: Sendable {
 
     private func lost(_ error: StoreError, _ listener: inout PostgresListener?, _ backoff: inout Duration,
                       _ retryAt: inout ContinuousClock.Instant) {
-        Log.warn("cluster feed: \(error.message); reconnecting")
+        log(true, "cluster feed: \(error.message); reconnecting")
         health.down(error.message)
         listener?.close()
         listener = nil

@@ -1,4 +1,4 @@
-@testable import RideService
+@testable import RidePushServer
 import XCTest
 
 /// The soak's finding (issue 15): freed heap is handed back once a crowd has left, not
