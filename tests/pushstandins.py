@@ -1101,6 +1101,7 @@ class GoogleStandIns:
     """The OAuth token endpoint and FCM v1, and a service account whose token_uri is the former."""
 
     def __init__(self, pki, directory, project_id="ridepush-test", expires_in=3599):
+        self.pki = pki
         self.oauth = OAuthStandIn(pki, expires_in=expires_in)
         try:
             self.account = ServiceAccount.create(directory, self.oauth.token_uri, project_id)
