@@ -403,6 +403,10 @@ class _TLSServer:
 
     def stop(self, timeout=5):
         self.stopping.set()
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)    # wakes the accept() waiting in the acceptor (Linux)
+        except OSError:
+            pass
         self.listener.close()
         self.close_connections()
         deadline = time.monotonic() + timeout

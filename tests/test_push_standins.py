@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import jwt
 import pytest
@@ -100,6 +101,10 @@ def push(client, key, token=TOKEN, headers=None, body=None):
                                        push_headers(key) if headers is None else headers,
                                        live_body() if body is None else body)
     return status, hdrs, json.loads(out) if out else None
+
+
+def open_text(path):
+    return Path(path).read_text()
 
 
 def b64(data):
@@ -544,13 +549,13 @@ def test_fcm_scripted_unregistered_and_retry_after(google, h2c):
 # ---- the files the server under test is given ---------------------------------------------------------
 
 def test_key_files_are_what_apple_and_google_hand_out(key, google, pki):
-    p8 = open(key.path, "rb").read()
+    p8 = Path(key.path).read_bytes()
     assert p8.startswith(b"-----BEGIN PRIVATE KEY-----") and os.stat(key.path).st_mode & 0o777 == 0o600
     loaded = serialization.load_pem_private_key(p8, None)
     assert isinstance(loaded.curve, ec.SECP256R1) and os.path.basename(key.path) == "AuthKey_%s.p8" % key.key_id
     assert len(key.key_id) == len(key.team_id) == 10
     subprocess.run(["openssl", "pkey", "-in", key.path, "-noout"], check=True, capture_output=True, timeout=30)
-    sa = json.load(open(google.account.path))
+    sa = json.loads(open_text(google.account.path))
     assert sa["type"] == "service_account" and sa["token_uri"] == google.oauth.url + "/token"
     assert sa["client_email"].endswith("@ridepush-test.iam.gserviceaccount.com") and sa["project_id"] == "ridepush-test"
     assert isinstance(serialization.load_pem_private_key(sa["private_key"].encode(), None), rsa.RSAPrivateKey)
@@ -562,7 +567,7 @@ def test_push_standins_bundle_gives_the_serve_flags_and_stops_everything(tmp_pat
         flags = dict(zip(args[::2], args[1::2]))
         assert flags["--apns-url"] == ps.apns.url and flags["--fcm-url"] == ps.fcm.url
         assert flags["--outbound-ca-file"] == ps.pki.ca and flags["--apns-key-id"] == ps.apns_key.key_id
-        assert json.load(open(flags["--fcm-service-account"]))["token_uri"] == ps.oauth.token_uri
+        assert json.loads(open_text(flags["--fcm-service-account"]))["token_uri"] == ps.oauth.token_uri
         assert "127.0.0.1" in ps.env({"NO_PROXY": "example.org"})["NO_PROXY"].split(",")
         ports = [ps.apns.port, ps.oauth.port, ps.fcm.port]
     for port in ports:                       # stopped: nothing listens there any more
