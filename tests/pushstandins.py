@@ -253,6 +253,7 @@ class Record:
 
     @property
     def priority(self):
+        # None when the header was left out (Apple then takes 10)
         p = self.headers.get("apns-priority")
         return int(p) if p and p.isdigit() else None
 
@@ -701,6 +702,18 @@ class ApnsStandIn(_StandIn):
 
     def connection_ids(self):
         return sorted({r.conn for r in self.log.snapshot()})
+
+    def transcript(self):
+        """One line a push, for a note or a failing test's message: when, connection/stream,
+        token, event, priority, the content-state, the answer."""
+        t0 = None
+        lines = []
+        for r in self.log.snapshot():
+            t0 = r.at if t0 is None else t0
+            lines.append("+%7.3fs c%d/s%-3d %s… %-6s p%-2s %s -> %d %s" % (
+                r.at - t0, r.conn, r.stream, r.token[:8], r.event or "-", r.priority or "-",
+                json.dumps(r.content_state, sort_keys=True, separators=(",", ":")), r.status, r.reason))
+        return "\n".join(lines)
 
     def _check_provider_token(self, req):
         auth = req.headers.get("authorization")

@@ -341,6 +341,8 @@ def test_apns_scripted_answers_per_token_and_per_count(apns, key, h2c):
     apns.answer_next(400, "BadDeviceToken", token=TOKEN)
     assert push(c, key)[::2] == (400, {"reason": "BadDeviceToken"})
     assert [r.scripted for r in apns.requests] == [True, True, True, False, False, True]
+    lines = apns.transcript().splitlines()
+    assert len(lines) == 6 and "update p10" in lines[0] and lines[0].endswith("-> 410 Unregistered")
 
 
 def test_apns_a_scripted_answer_is_given_only_to_a_valid_push(apns, key, h2c):
@@ -416,6 +418,33 @@ def test_curl_with_the_private_ca_multiplexes_two_pushes_on_one_connection(apns,
                        capture_output=True, text=True, timeout=30, env=env)
     assert r.returncode == 60, (r.returncode, r.stderr)      # 60: peer certificate cannot be authenticated
     assert len(apns.requests) == 2
+
+
+def test_curl_gets_an_access_token_and_sends_an_fcm_message(pki, google, tmp_path):
+    """The Google side through curl: the form-encoded JWT-bearer grant over HTTP/1.1, then
+    messages:send over h2 with the token, refused with a number among the data values and
+    accepted with strings only."""
+    curl = shutil.which("curl")
+    assert curl, "curl is needed (make deps-test installs it)"
+    common = [curl, "--noproxy", "*", "-sS", "--max-time", "10", "--cacert", pki.ca, "-w", "\\n%{http_code} %{http_version}"]
+    r = subprocess.run(common + ["--data-urlencode", "grant_type=" + P.JWT_BEARER,
+                                 "--data-urlencode", "assertion=" + google.account.assertion(), google.oauth.token_uri],
+                       capture_output=True, text=True, timeout=30)
+    body, _, status = r.stdout.rpartition("\n")
+    assert (r.returncode, status) == (0, "200 1.1"), (r.stderr, r.stdout)
+    token = json.loads(body)["access_token"]
+    url = google.fcm.url + "/v1/projects/%s/messages:send" % google.account.project_id
+    results = []
+    for data in ({"ride": "r-1", "fare": 1040}, {"ride": "r-1", "fare": "1040"}):
+        msg = tmp_path / "msg.json"
+        msg.write_text(json.dumps(fcm_message(data=data)))
+        r = subprocess.run(common + ["--http2", "-H", "Authorization: Bearer " + token, "-H",
+                                     "Content-Type: application/json", "--data-binary", "@%s" % msg, url],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        results.append(r.stdout.rpartition("\n")[2])
+    assert results == ["400 2", "200 2"]
+    assert [(r.http, r.status) for r in google.fcm.requests] == [("2", 400), ("2", 200)]
 
 
 # ---- Google's OAuth token endpoint ---------------------------------------------------------------------
