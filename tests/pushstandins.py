@@ -683,6 +683,7 @@ class ApnsStandIn(_StandIn):
     def __init__(self, pki, key):
         self.key = key
         self.expired_tokens = set()
+        self.verified = {}                   # provider token -> its claims, once its signature checked out
         self.provider_tokens = []            # distinct provider tokens in the order first seen
         super().__init__(pki)
 
@@ -728,6 +729,25 @@ class ApnsStandIn(_StandIn):
                 self.provider_tokens.append(token)
             if token in self.expired_tokens:
                 return 403, "ExpiredProviderToken", "expired by the test (expire_provider_tokens)"
+        with self.log.lock:
+            claims = self.verified.get(token)
+        if claims is None:
+            claims = self._verify_provider_token(token)
+            if isinstance(claims, tuple):
+                return claims
+            with self.log.lock:
+                # a server reuses its token for 20-60 min: the signature is checked once, the age every time
+                self.verified[token] = claims
+        iat = claims.get("iat")
+        now = time.time()
+        if iat > now + 60:
+            return 403, "InvalidProviderToken", "iat %d is in the future" % iat
+        if now - iat > 3600:
+            return 403, "ExpiredProviderToken", "iat %d is %d s old (more than an hour)" % (iat, now - iat)
+        return None
+
+    def _verify_provider_token(self, token):
+        """The token's claims, or a refusal (status, reason, detail)."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as e:
@@ -746,15 +766,9 @@ class ApnsStandIn(_StandIn):
             return 403, "InvalidProviderToken", "signature: %s" % e
         if claims.get("iss") != self.key.team_id:
             return 403, "InvalidProviderToken", "iss %r, not the team id %r" % (claims.get("iss"), self.key.team_id)
-        iat = claims.get("iat")
-        if not _is_int(iat):
-            return 403, "InvalidProviderToken", "iat %r is not an integer" % (iat,)
-        now = time.time()
-        if iat > now + 60:
-            return 403, "InvalidProviderToken", "iat %d is in the future" % iat
-        if now - iat > 3600:
-            return 403, "ExpiredProviderToken", "iat %d is %d s old (more than an hour)" % (iat, now - iat)
-        return None
+        if not _is_int(claims.get("iat")):
+            return 403, "InvalidProviderToken", "iat %r is not an integer" % (claims.get("iat"),)
+        return claims
 
     def _check_headers(self, req):
         h = req.headers
