@@ -181,3 +181,32 @@ def test_a_backup_under_load_restores_every_acknowledged_ride_with_its_receipt(t
     assert seeded == SEEDED + 1
     print("restored: %d settled rides and %d walker transitions acknowledged before the backup, all there"
           % (len(settled), len(acked_before)))
+
+
+def test_refusals_exit_with_their_own_status_and_leave_the_destination_alone(tmp_path):
+    store, to = tmp_path / "rides.db", tmp_path / "copy.db"
+
+    def backup(*extra):
+        return subprocess.run([BIN, "backup", *extra], capture_output=True, text=True, timeout=30,
+                              env={k: v for k, v in os.environ.items() if not k.startswith("RIDEPUSH_")})
+    r = backup("--store", str(store), "--to", str(to))
+    assert (r.returncode, r.stdout) == (4, "") and "no store at" in r.stderr, r.stderr
+    store.write_text("a shopping list, not a database\n")
+    r = backup("--store", str(store), "--to", str(to))
+    assert r.returncode == 4 and "not a RidePush store" in r.stderr, r.stderr
+    store.unlink()
+    with Server(store=str(store)) as srv:
+        assert post(srv, "/v1/rides", {"rider": "alice", "ride": "bk-one"})[0] == 201
+        to.write_text("yesterday's backup")
+        r = backup("--store", str(store), "--to", str(to))
+        assert r.returncode == 3 and "--force" in r.stderr, r.stderr
+        assert to.read_text() == "yesterday's backup"
+        r = backup("--store", str(store), "--to", str(store), "--force")
+        assert r.returncode == 3 and "the store itself" in r.stderr, r.stderr
+        r = backup("--store", str(store), "--to", str(to), "--force")
+        assert r.returncode == 0 and "1 rides (1 open)" in r.stdout, r.stdout + r.stderr
+    r = backup("--store", "postgresql://ridepush@db/ridepush", "--to", str(to))
+    assert r.returncode == 2 and "pg_dump" in r.stderr, r.stderr
+    r = backup("--store", str(store))
+    assert r.returncode == 2 and "--to FILE" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if "partial" in p.name) == []
