@@ -5,7 +5,9 @@ receipt and its recorded replies. Every loop and wait is bounded."""
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import threading
@@ -210,3 +212,24 @@ def test_refusals_exit_with_their_own_status_and_leave_the_destination_alone(tmp
     r = backup("--store", str(store))
     assert r.returncode == 2 and "--to FILE" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if "partial" in p.name) == []
+
+
+def test_a_copy_that_cannot_be_written_fails_leaving_the_old_backup_and_no_partial_file(tmp_path):
+    store, to = tmp_path / "rides.db", tmp_path / "copy.db"
+    with Server(store=str(store)) as srv:
+        for i in range(40):
+            assert post(srv, "/v1/rides", {"rider": "r%d" % i, "ride": "bk-big-%d" % i})[0] == 201
+    to.write_text("yesterday's backup")
+
+    def small_files():
+        # A file size limit below the store's size: the copy's writes fail as on a full disk
+        # (EFBIG rather than ENOSPC), and SIGXFSZ ignored so the write returns the error.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (32 * 1024, 32 * 1024))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    assert store.stat().st_size > 32 * 1024
+    r = subprocess.run([BIN, "backup", "--store", str(store), "--to", str(to), "--force"], capture_output=True,
+                       text=True, timeout=30, preexec_fn=small_files)
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    print("\n" + r.stderr.strip())
+    assert to.read_text() == "yesterday's backup"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy.db")) == ["copy.db"]
