@@ -31,6 +31,8 @@ def run(*args, env=None):
     (["ride", "start", "--lang", "fr"], {}, "ridepush ride: --lang fr: expected ko or en\n"),
     (["ride", "start", "extra"], {}, "ridepush ride: unexpected argument extra (see ridepush ride --help)\n"),
     (["token", "--frobnicate"], {}, "ridepush token: unknown option --frobnicate\nTry 'ridepush token --help'.\n"),
+    (["backup", "--bogus"], {}, "ridepush backup: unknown option --bogus (see ridepush backup --help)\n"),
+    (["backup", "--to", "b.db", "--pages", "0"], {}, "ridepush backup: --pages 0: expected a whole number from 1 to 65536\n"),
 ])
 def test_a_refused_command_line_names_the_option_and_what_was_expected(args, env, message):
     r = run(*args, env=env)
@@ -63,6 +65,7 @@ def test_the_command_line_beats_the_environment():
     (["token"], ["--watch", "--control", "--ride ID", "--sub RIDER", "--ops", "--ttl DURATION", "--jwt-secret-file FILE", "--store PATH",
                  "--verify TOKEN", "--jwks-file, --jwks FILE", "--jwt-public-key FILE", "--jwt-issuer ISS",
                  "--jwt-audience AUD", "--jwt-claim-namespace PREFIX", "-h, --help"]),
+    (["backup"], ["--store PATH", "--to FILE", "--force", "--pages N", "-h, --help"]),
     (["bench", "--transitions"], ["--transitions", "--url URL", "-n, --connections, --clients N", "--depth K",
                                   "-d, --duration S", "--disk DIR", "--one-ride N", "--open-rides N", "--token T", "--json",
                                   "-h, --help"]),

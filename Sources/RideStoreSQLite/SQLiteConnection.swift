@@ -86,8 +86,9 @@ final class SQLiteConnection {
     private(set) var lastFailureWasIO = false
 
     /// Opens (creating if missing) the file read-write. Fails on a directory, an unwritable
-    /// location or a file SQLite can only open read-only.
-    init(path: String) throws(StoreError) {
+    /// location or a file SQLite can only open read-only. `readOnly` opens an existing file
+    /// for reading only (the backup's source: it must never write to a live store).
+    init(path: String, readOnly: Bool = false) throws(StoreError) {
         self.path = path
         var isDir: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
@@ -95,7 +96,8 @@ final class SQLiteConnection {
         }
         _ = Self.configured
         var handle: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        let flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        let rc = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let handle else {
             let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_close_v2(handle)
@@ -108,7 +110,7 @@ final class SQLiteConnection {
         _ = csqlite_db_lookaside(handle, 1200, 512)
         // SQLite silently falls back to read-only when the file is not writable; every write
         // would then fail later, so refuse now, at start.
-        if sqlite3_db_readonly(handle, "main") == 1 {
+        if !readOnly && sqlite3_db_readonly(handle, "main") == 1 {
             close()
             throw StoreError(.unavailable, "ride store \(path): file is not writable")
         }
@@ -120,6 +122,9 @@ final class SQLiteConnection {
     private static let configured: Void = { _ = csqlite_config_no_memstatus() }()
 
     var isOpen: Bool { db != nil }
+
+    /// The sqlite3 handle, for the calls this wrapper does not cover (the backup API); nil once closed.
+    var rawHandle: OpaquePointer? { db }
 
     func close() {
         if let db, logHook != nil { sqlite3_wal_hook(db, nil, nil) }

@@ -15,6 +15,7 @@ usage:
   ridepush ride watch ID [--url …] [--token T]
   ridepush ride simulate ID --gpx TRACK.gpx [--speed X] [--url …] [--token T]
   ridepush token [--watch|--control] [--ride ID] [--sub RIDER] [--ops] [--ttl 2h] [--store PATH]
+  ridepush backup --store PATH --to FILE [--force] [--pages N]
   ridepush bench --url ws://127.0.0.1:8080/ws -n CLIENTS ...
   ridepush --version
 
@@ -38,6 +39,7 @@ case "token":
         FileHandle.standardError.write(Data((out.hasSuffix("\n") ? out : out + "\n").utf8))
     }
     status = code
+case "backup": status = backupCommand(rest)
 case "bench": status = benchMain(arguments: rest)
 case "--version", "version": print("ridepush \(BuildInfo.version) (commit \(BuildInfo.commit))"); status = 0
 case "--help", "-h", "help": print(usage); status = 0
