@@ -70,6 +70,10 @@ let package = Package(
         // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
         // outbox sender's state machine and loop, a deadline-bound HTTP/1.1 POST.
         .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore"]),
+        // The lock screen without I/O (issue 38): APNs Live Activity and FCM payloads, the ES256
+        // provider token and the RS256 service-account assertion, answers as verdicts, and the
+        // schedule of what is pushed when. The HTTP client and the server's wiring are elsewhere.
+        .target(name: "RideDevicePush", dependencies: ["RideCore", "RideProtocol", "RideAuth", "COpenSSL"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws); `--tick-encode`
         // builds tick batches in the service's own registry, so it uses RideService.
         .target(name: "RideBench", dependencies: ["RideCore", "RideService", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
@@ -95,6 +99,7 @@ let package = Package(
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
         .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore", "RideStore", "RideStoreSQLite"]),
+        .testTarget(name: "RideDevicePushTests", dependencies: ["RideDevicePush", "RideProtocol", "RideCore", "RideAuth"]),
     ],
     swiftLanguageModes: [.v6]
 )

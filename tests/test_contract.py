@@ -51,13 +51,15 @@ def test_asyncapi_document_names_every_message_error_and_close_code():
     doc = contract.DOC
     assert doc["asyncapi"] == "3.0.0"
     assert doc["channels"]["ride"]["address"] == "/ws"
-    assert sorted(contract.CLIENT) == ["auth", "end", "get", "pause", "position", "quote", "resume", "share", "start",
-                                       "subscribe", "unsubscribe", "unwatch_all", "watch_all"]
-    assert sorted(contract.SERVER) == ["authenticated", "error", "fleet", "fleet_event", "fleet_warning", "quote",
-                                       "share", "snapshot", "state", "tick", "unsubscribed", "unwatched_all", "warning",
-                                       "zone"]
-    # Every message in the contract is sent by the server (nothing marked x-not-sent-yet).
-    assert not_sent_yet() == set()
+    assert sorted(contract.CLIENT) == ["auth", "end", "get", "pause", "position", "quote", "register_push", "resume",
+                                       "share", "start", "subscribe", "unregister_push", "unsubscribe", "unwatch_all",
+                                       "watch_all"]
+    assert sorted(contract.SERVER) == ["authenticated", "error", "fleet", "fleet_event", "fleet_warning",
+                                       "push_registered", "push_unregistered", "quote", "share", "snapshot", "state",
+                                       "tick", "unsubscribed", "unwatched_all", "warning", "zone"]
+    # Every message in the contract is sent by the server, except the push acknowledgements
+    # (issue 38: in the codec, not yet wired into the server).
+    assert not_sent_yet() == {"push_registered", "push_unregistered"}
     # Error codes and close codes: the same sets as the README's tables.
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     table = readme[readme.index("| code | meaning |"):readme.index("Close codes:")]
@@ -139,9 +141,10 @@ EXAMPLES = os.environ.get("RIDEPUSH_EXAMPLES", os.path.join(ROOT, "protocol", "e
 def golden_examples():
     """The golden messages: protocol/examples/{client,server}/*.json (the SDK's),
     protocol/examples/ops/{client,server}/*.json (the operator feed's) and
-    protocol/examples/zones/{client,server}/*.json (positions and zones), one message per file
+    protocol/examples/zones/{client,server}/*.json (positions and zones) and
+    protocol/examples/push/{client,server}/*.json (lock-screen registrations), one message per file
     (RIDEPUSH_EXAMPLES points elsewhere). Empty until that folder exists."""
-    return sorted(path for sub in ("", "ops", "zones") for side in ("client", "server")
+    return sorted(path for sub in ("", "ops", "zones", "push") for side in ("client", "server")
                   for path in glob.glob(os.path.join(EXAMPLES, sub, side, "*.json")))
 
 

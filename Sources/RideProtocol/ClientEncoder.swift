@@ -23,6 +23,7 @@ extension ClientCodec {
         case .auth: w.field("type", "auth")
         case .share: w.field("type", "share")
         case .position: w.field("type", "position")
+        case .push(let r): w.field("type", r.action.rawValue)
         }
         if let id = e.id { w.field("id", id) }
         switch e.message {
@@ -43,6 +44,8 @@ extension ClientCodec {
             w.field("token", token)
         case .position(let p):
             encodePosition(&w, p)
+        case .push(let r):
+            encodePush(&w, r)
         }
         encodeZoneFields(&w, e.zoneFields)
         w.endObject()

@@ -44,6 +44,8 @@ public enum ClientMessage: Sendable, Equatable {
     case auth(token: String)
     case share(ride: String)
     case position(PositionReport)
+    /// `register_push` / `unregister_push` (PushMessages.swift).
+    case push(PushRequest)
 
     /// Whether the message changes rides (and is therefore replayed, not re-applied, on retry).
     public var isControl: Bool {
@@ -119,6 +121,8 @@ public enum ClientCodec {
         case "get": return .get(ride: try rideID(o)!)
         case "share": return .share(ride: try rideID(o)!)
         case "position": return .position(try position(o))
+        case "register_push": return .push(try pushRequest(o, .register))
+        case "unregister_push": return .push(try pushRequest(o, .unregister))
         case "quote":
             guard let seconds = try optionalInt(o, "seconds", min: 0) else {
                 throw ProtocolError(.badRequest, "\"seconds\" is required (whole seconds of riding)")

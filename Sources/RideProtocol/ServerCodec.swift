@@ -42,6 +42,8 @@ public enum ServerCodec {
             guard let code = ErrorCode(rawValue: raw) else { throw ProtocolError(.badRequest, "unknown error code \"\(raw.prefix(40))\"") }
             return .error(ProtocolError(code, try f.string("message"), id: try f.optionalString("id")))
         case "zone": return .zone(try zone(f))
+        case "push_registered": return try pushAck(f, .register)
+        case "push_unregistered": return try pushAck(f, .unregister)
         default:
             throw ProtocolError(.unknownType, "unknown server message type \"\(type.prefix(40))\"")
         }

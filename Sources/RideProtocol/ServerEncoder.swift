@@ -47,6 +47,8 @@ extension ServerCodec {
             w.field("message", e.message)
         case .zone(let z):
             zoneFields(&w, z)
+        case .push(let a, let id):
+            pushFields(&w, a, id: id)
         }
         w.endObject()
         return w.bytes
@@ -103,7 +105,7 @@ extension ServerCodec {
         switch m {
         case .quote: return 384
         case .share: return 256
-        case .zone: return 192
+        case .zone, .push: return 192
         case .error: return 160
         case .authenticated: return 128
         case .tick, .state, .warning, .unsubscribed: return 96

@@ -13,11 +13,14 @@ public enum ServerMessage: Sendable, Equatable {
     case authenticated(sub: String?, scope: String?, id: String?)
     case error(ProtocolError)
     case zone(ZoneUpdate)
+    /// The answer to `register_push` / `unregister_push` (PushMessages.swift).
+    case push(PushAck, id: String?)
 
     /// The id of the request this message answers, if it is a reply.
     public var id: String? {
         switch self {
-        case .state(_, let id), .unsubscribed(_, let id), .quote(_, let id), .share(_, let id), .authenticated(_, _, let id):
+        case .state(_, let id), .unsubscribed(_, let id), .quote(_, let id), .share(_, let id), .authenticated(_, _, let id),
+             .push(_, let id):
             return id
         case .error(let e): return e.id
         case .tick, .warning, .zone: return nil
@@ -36,6 +39,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .authenticated: return "authenticated"
         case .error: return "error"
         case .zone: return "zone"
+        case .push(let a, _): return a.type
         }
     }
 }

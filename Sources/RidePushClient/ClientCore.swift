@@ -297,7 +297,7 @@ struct ClientCore {
             let rules = ZoneRules(rideStartAllowed: z.rideStartAllowed, rideEndAllowed: z.rideEndAllowed,
                                   rideThroughAllowed: z.rideThroughAllowed, maximumSpeedKph: z.maximumSpeedKph)
             actions.append(.event(ride: z.ride, .zone(name: z.zone, rules: rules), latest: f.latest))
-        case .unsubscribed(_, let id), .quote(_, let id), .share(_, let id):
+        case .unsubscribed(_, let id), .quote(_, let id), .share(_, let id), .push(_, let id):
             if let id, let i = pending.firstIndex(where: { $0.id == id }) {
                 pending.remove(at: i)
                 actions.append(.reply(id: id, .success(m)))

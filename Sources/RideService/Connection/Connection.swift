@@ -269,6 +269,9 @@ package struct Connection {
             // Decided by the store worker (GeoDesk), which owns the trace; counted in flight
             // like any job, so a flood of positions pauses this socket's reading.
             submit(.position(p, id: env.id, access: access, from: from), &out)
+        case .push(let r):
+            // Not wired yet (issue 38): answered as before the protocol knew the message.
+            answer(ServerMessages.error(ProtocolError(.unknownType, "unknown message type \"\(r.action.rawValue)\"", id: env.id), prefix: pre), from: from, inTurn: inTurn, &out)
         }
     }
 
