@@ -33,6 +33,12 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // libcurl for every outbound HTTP call (RideHTTPClient): Debian's build has HTTP/2 (nghttp2).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "libcrypto",
@@ -67,9 +73,12 @@ let package = Package(
         .target(name: "RideStoreTesting", dependencies: ["RideStore", "RideCore"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
+        // Outbound HTTP on libcurl's multi interface: one thread, HTTP/2 where the peer speaks it,
+        // TLS always verified (a private CA besides the system's), proxies from the environment.
+        .target(name: "RideHTTPClient", dependencies: ["CCurl", "RideCore"]),
         // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
-        // outbox sender's state machine and loop, a deadline-bound HTTP/1.1 POST.
-        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore"]),
+        // outbox sender's state machine and loop, the POST through RideHTTPClient.
+        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore", "RideHTTPClient"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws); `--tick-encode`
         // builds tick batches in the service's own registry, so it uses RideService.
         .target(name: "RideBench", dependencies: ["RideCore", "RideService", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
@@ -94,6 +103,7 @@ let package = Package(
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
+        .testTarget(name: "RideHTTPClientTests", dependencies: ["RideHTTPClient"]),
         .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore", "RideStore", "RideStoreSQLite"]),
     ],
     swiftLanguageModes: [.v6]
