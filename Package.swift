@@ -91,7 +91,7 @@ let package = Package(
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         // Sends webhooks from a memory outbox for tests/test_webhooks_sender.py (a Python receiver checks them).
-        .executableTarget(name: "ridepush-webhook-probe", dependencies: ["RideWebhooks", "RideCore"]),
+        .executableTarget(name: "ridepush-webhook-probe", dependencies: ["RideWebhooks", "RideHTTPClient", "RideCore"]),
         // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
         .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideWebhooks"]),
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),

@@ -64,7 +64,7 @@ public struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertib
         /// The TLS handshake or connection failed (a plain-HTTP peer, no common cipher, …).
         case tls
         /// The peer's certificate did not verify: its chain (`verifyResult` is OpenSSL's X509_V_ERR_…)
-        /// or, with `verifyResult` 0, its name against the URL's host.
+        /// or, with `verifyResult` 0, its name against the URL's host (`message` is libcurl's).
         case peerNotVerified
         /// The request was refused before sending (`message` says why).
         case invalidRequest

@@ -81,8 +81,9 @@ final class Transfer {
     }
 
     fileprivate func received(headerLine line: UnsafeBufferPointer<UInt8>) {
-        var text = Substring(String(decoding: line, as: UTF8.self))
-        while let last = text.last, last == "\r" || last == "\n" { text.removeLast() }
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x0A { end -= 1 }
+        let text = Substring(String(decoding: line.prefix(end), as: UTF8.self))
         // A status line starts each response (interim 1xx ones too): keep only the last's headers.
         if text.hasPrefix("HTTP/") { headers.removeAll(); return }
         guard let colon = text.firstIndex(of: ":") else { return }
@@ -126,6 +127,9 @@ final class Transfer {
         case CURLE_PEER_FAILED_VERIFICATION:
             kind = .peerNotVerified
             _ = ccurl_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verify)
+            // libcurl checks the name itself once OpenSSL has verified the chain, before it
+            // records OpenSSL's result: a name mismatch leaves its placeholder !X509_V_OK (1).
+            if verify == 1 { verify = 0 }
         case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
              CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS,
              CURLE_SSL_CRL_BADFILE, CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_ENGINE_INITFAILED,
