@@ -27,14 +27,17 @@ public final class HTTPClient: Sendable {
     /// `caFile`: a readable PEM file with at least one certificate, checked now so a wrong path
     /// is a start-up error rather than every request's.
     public init(caFile: String?) throws(SetupError) {
-        if let caFile {
-            let text = (try? String(contentsOfFile: caFile, encoding: .utf8)) ?? ""
-            guard text.contains("-----BEGIN CERTIFICATE-----") else {
-                throw SetupError(message: "TLS: cannot read CA certificates from \(caFile)")
-            }
-        }
+        if let caFile { try Self.check(caFile: caFile) }
         self.caFile = caFile
         loop = TransferLoop(caFile: caFile)
+    }
+
+    /// What `init(caFile:)` checks, for a command line to refuse a wrong path before starting.
+    public static func check(caFile: String) throws(SetupError) {
+        let text = (try? String(contentsOfFile: caFile, encoding: .utf8)) ?? ""
+        guard text.contains("-----BEGIN CERTIFICATE-----") else {
+            throw SetupError(message: "TLS: cannot read CA certificates from \(caFile)")
+        }
     }
 
     deinit {
