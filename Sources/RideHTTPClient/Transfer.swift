@@ -46,6 +46,7 @@ final class Transfer {
             // The defaults, spelled out: the chain and the name are always verified.
             ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1),
             ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2),
+            ccurl_easy_setopt_long(easy, CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_2),
             ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite),
             ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me),
             ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader),
