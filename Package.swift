@@ -33,6 +33,12 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // libcurl for every outbound HTTP call (RideHTTPClient): Debian's build has HTTP/2 (nghttp2).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "libcrypto",
@@ -67,9 +73,12 @@ let package = Package(
         .target(name: "RideStoreTesting", dependencies: ["RideStore", "RideCore"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
+        // Outbound HTTP on libcurl's multi interface: one thread, HTTP/2 where the peer speaks it,
+        // TLS always verified (a private CA besides the system's), proxies from the environment.
+        .target(name: "RideHTTPClient", dependencies: ["CCurl", "RideCore"]),
         // Webhooks without the server: event body, Stripe-scheme signature, retry schedule, the
-        // outbox sender's state machine and loop, a deadline-bound HTTP/1.1 POST.
-        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore"]),
+        // outbox sender's state machine and loop, the POST through RideHTTPClient.
+        .target(name: "RideWebhooks", dependencies: ["COpenSSL", "RideCore", "RideStore", "RideHTTPClient"]),
         // The lock screen without I/O (issue 38): APNs Live Activity and FCM payloads, the ES256
         // provider token and the RS256 service-account assertion, answers as verdicts, and the
         // schedule of what is pushed when. The HTTP client and the server's wiring are elsewhere.
@@ -81,12 +90,12 @@ let package = Package(
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
         .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks", "COpenSSL"]),
-        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "RideAuth", "RideWebhooks", "CLibWebSockets", "CEpoll"]),
-        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideWebhooks", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "RideOptions"]),
+        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "RideAuth", "RideWebhooks", "RideHTTPClient", "CLibWebSockets", "CEpoll"]),
+        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideWebhooks", "RideHTTPClient", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         // Sends webhooks from a memory outbox for tests/test_webhooks_sender.py (a Python receiver checks them).
-        .executableTarget(name: "ridepush-webhook-probe", dependencies: ["RideWebhooks", "RideCore"]),
+        .executableTarget(name: "ridepush-webhook-probe", dependencies: ["RideWebhooks", "RideHTTPClient", "RideCore"]),
         // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
         .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideWebhooks"]),
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
@@ -98,6 +107,7 @@ let package = Package(
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
+        .testTarget(name: "RideHTTPClientTests", dependencies: ["RideHTTPClient"]),
         .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore", "RideStore", "RideStoreSQLite"]),
         .testTarget(name: "RideDevicePushTests", dependencies: ["RideDevicePush", "RideProtocol", "RideCore", "RideAuth"]),
     ],

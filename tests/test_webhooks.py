@@ -5,6 +5,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import sqlite3
 import subprocess
 import threading
@@ -27,9 +28,9 @@ STATES = {"ride.started": "riding", "ride.paused": "paused", "ride.resumed": "ri
 class Receiver:
     """Refuses the first `refuse` attempts of every event with `status` (or hangs on them for
     up to 10 s with `hang`), then answers 204; binds `port` when given (a receiver that was
-    down comes back where the server sends)."""
+    down comes back where the server sends); speaks HTTPS with `tls` = (certificate, key)."""
 
-    def __init__(self, refuse=0, status=500, hang=False, port=0):
+    def __init__(self, refuse=0, status=500, hang=False, port=0, tls=None):
         self.log, self.lock, self.release = [], threading.Lock(), threading.Event()
         receiver = self
 
@@ -56,7 +57,11 @@ class Receiver:
         ThreadingHTTPServer.daemon_threads = True
         ThreadingHTTPServer.allow_reuse_address = True
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = "http://127.0.0.1:%d/hooks/ridepush" % self.server.server_address[1]
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = "%s://127.0.0.1:%d/hooks/ridepush" % ("https" if tls else "http", self.server.server_address[1])
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def delivered(self):
@@ -260,6 +265,7 @@ def test_dead_listing_without_webhooks_is_not_found():
     (["--webhook", "ftp://127.0.0.1/x", "--webhook-secret-file", "SECRET"], "webhook URL ftp://127.0.0.1/x"),
     (["--webhook", "http://127.0.0.1:9/x", "--webhook-secret-file", "SHORT"], "at least 32 are needed"),
     (["--webhook", "http://127.0.0.1:9/x", "--webhook-secret-file", "MISSING"], "cannot read webhook secret file"),
+    (["--outbound-ca-file", "MISSING"], "--outbound-ca-file: TLS: cannot read CA certificates from"),
 ])
 def test_bad_webhook_flags_are_refused_clearly(args, message, secret_file, tmp_path):
     short = tmp_path / "short"
@@ -278,6 +284,25 @@ def test_webhooks_from_the_environment(receivers, secret_file):
         cl.request({"type": "start", "ride": "wh-env"})
         got = rx.wait_delivered(1, timeout=10)
     assert [(e["type"], e["ride"], e["verified"]) for e in got] == [("ride.started", "wh-env", True)]
+
+
+def test_https_receiver_behind_a_private_ca(receivers, secret_file, tmp_path):
+    """An https endpoint whose certificate the system does not trust: refused (TLS verified,
+    nothing sent) until --outbound-ca-file (here its environment variable) names its CA."""
+    cert, key = str(tmp_path / "rx.pem"), str(tmp_path / "rx.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=ridepush-test", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    rx = receivers(tls=(cert, key))
+    with Server("--webhook", rx.url, "--webhook-secret-file", secret_file) as srv, Client(srv.ws) as cl:
+        cl.request({"type": "start", "ride": "wh-tls-refused"})
+        wait_metric(srv, 'ridepush_webhook_attempts_total{result="connect_error"}', lambda v: v >= 1)
+    assert rx.log == []
+    env = {"RIDEPUSH_OUTBOUND_CA_FILE": cert}
+    with Server("--webhook", rx.url, "--webhook-secret-file", secret_file, env=env) as srv, Client(srv.ws) as cl:
+        cl.request({"type": "start", "ride": "wh-tls"})
+        got = rx.wait_delivered(1, timeout=10)
+    assert [(e["type"], e["ride"], e["verified"]) for e in got] == [("ride.started", "wh-tls", True)]
 
 
 def test_two_nodes_on_postgresql_deliver_every_event_once_and_one_auto_end(pg_db, receivers, secret_file):

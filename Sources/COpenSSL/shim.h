@@ -15,15 +15,11 @@
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 
-// The webhook sender's TLS client (RideWebhooks).
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+// X509_verify_cert_error_string and X509_V_ERR_*: the webhook outbox's words for a certificate
+// libcurl refused (RideWebhooks/HTTPPost.swift).
+#include <openssl/x509_vfy.h>
 
 // EVP_PKEY_PUBLIC_KEY is an OR of two macros, which Swift does not import.
 static inline int ridepush_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
-
-// SNI and the minimum TLS version are set through SSL_ctrl macros, which Swift does not import.
-static inline long ridepush_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
-static inline long ridepush_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) { return SSL_CTX_set_min_proto_version(ctx, version); }
 
 #endif

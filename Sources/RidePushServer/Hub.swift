@@ -2,6 +2,7 @@ import CLibWebSockets
 import Foundation
 import RideAuth
 import RideCore
+import RideHTTPClient
 import RideService
 import RideStore
 import RideStorePostgres
@@ -43,6 +44,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let webhookOutbox: WebhookOutbox?
     /// Where `GET /v1/webhooks/dead` reads the outbox: one at a time, off the service threads.
     let webhookReads = DispatchQueue(label: "webhook-reads")
+    /// Every outbound HTTP call's client (one libcurl thread and connection pool), made when
+    /// something calls out; it trusts `--outbound-ca-file` besides the system's store.
+    let outbound: HTTPClient?
 
     // C structures lws keeps pointers to for the life of the contexts.
     let protocols: UnsafeMutablePointer<lws_protocols>
@@ -123,8 +127,16 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         let outbox = config.webhooks.isEmpty ? nil : outbox
         webhookOutbox = outbox
+        let client: HTTPClient?
+        do { client = outbox == nil ? nil : try HTTPClient(caFile: config.outboundCAFile) } catch {
+            close(listener.fd)
+            throw ServerError("--outbound-ca-file: \(error.message)")
+        }
+        outbound = client
         let sender = outbox.map { outbox in
-            WebhookSender(settings: WebhookSender.Settings(secret: config.webhookSecret), outbox: outbox) { a in
+            var settings = WebhookSender.Settings(secret: config.webhookSecret)
+            settings.client = client
+            return WebhookSender(settings: settings, outbox: outbox) { a in
                 // The delivery log: every attempt, so a receiver's outage reads as attempts and order.
                 Log.info("webhook \(a.row.eventID) (ride \(a.row.rideID)) to \(a.row.endpoint): attempt \(a.update.attemptCount) \(a.result.summary), \(a.update.outcome(at: a.at))",
                          ["event": .string(a.row.eventID), "ride": .string(a.row.rideID), "endpoint": .string(a.row.endpoint),

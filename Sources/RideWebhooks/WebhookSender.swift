@@ -1,5 +1,6 @@
 import Foundation
 import RideCore
+import RideHTTPClient
 import RideStore
 
 /// Where the sender reads pending rows and records what happened: the store's outbox table
@@ -54,18 +55,20 @@ public struct DeliveryAttempt: Sendable, Equatable {
     public let at: UnixMillis
 }
 
-/// The I/O around `SenderMachine`: one loop thread that reads the outbox, hands due rows to a
-/// few HTTP worker threads, records results and sleeps until the next retry. It shares nothing
-/// with the service or store threads except the outbox, so a receiver that hangs costs this
-/// sender its workers' time and nobody else anything.
-public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `results`, `stopping`, `poked`, `stats` only with `wake` locked; `threads` only in start()
+/// The I/O around `SenderMachine`: one loop thread that reads the outbox, submits due rows to
+/// the outbound HTTP client (at most `workers` in flight), records results and sleeps until the
+/// next retry. It shares nothing with the service or store threads except the outbox, so a
+/// receiver that hangs costs this sender one of its in-flight slots and nobody else anything.
+public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`, `stopping`, `poked`, `stats` only with `wake` locked; `thread` only in start() and stop()
     public struct Settings: Sendable {
         public var secret: [UInt8]
         public var schedule = RetrySchedule()
+        /// Attempts in flight at once.
         public var workers = 4
         public var timeout = HTTPPost.defaultTimeout
-        /// For https endpoints; nil: the system's trust store.
-        public var tls: TLSClient?
+        /// The outbound client (its CA file is trusted for https endpoints); nil: the system's
+        /// trust store only.
+        public var client: HTTPClient?
         /// Rows read from the outbox at a time: the sender's memory bound.
         public var batch = 256
         /// How often the outbox is re-read when nothing wakes the loop (new rows committed by
@@ -84,13 +87,12 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
     private let onAttempt: @Sendable (DeliveryAttempt) -> Void
     private let wake = NSCondition()
     private var machine: SenderMachine
-    private var jobs: [OutboxRow] = []
     private var results: [(OutboxRow, DeliveryResult)] = []
     private var stopping = false
     private var poked = false
     private var stats = OutboxStats()
-    private var threads: [Thread] = []
-    private let finished = DispatchGroup()
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
 
     public init(settings: Settings, outbox: WebhookOutbox, clock: RideClock = SystemClock(),
                 onAttempt: @escaping @Sendable (DeliveryAttempt) -> Void = { _ in }) {
@@ -104,16 +106,8 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
     public func start() {
         let loop = Thread { [self] in run() }
         loop.name = "webhook-sender"
-        threads.append(loop)
-        for i in 0..<settings.workers {
-            let worker = Thread { [self] in work() }
-            worker.name = "webhook-http-\(i)"
-            threads.append(worker)
-        }
-        for thread in threads {
-            finished.enter()
-            thread.start()
-        }
+        thread = loop
+        loop.start()
     }
 
     /// New rows were committed: read the outbox now rather than at the next poll.
@@ -124,16 +118,18 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
         wake.unlock()
     }
 
-    /// Stops the loop and waits for the workers; a send in progress ends by its deadline.
+    /// Stops the loop and waits for it. A send in progress ends by its deadline; its result is
+    /// not recorded, so the row is sent again after a restart (at least once).
     public func stop() {
+        guard thread != nil else { return }
         wake.lock()
         stopping = true
         wake.broadcast()
         wake.unlock()
         finished.wait()
-        // Each thread's block holds the sender: dropping the threads ends that cycle, so a
+        // The thread's block holds the sender: dropping the thread ends that cycle, so a
         // stopped sender is freed (LeakSanitizer found it held past exit in the probe).
-        threads.removeAll()
+        thread = nil
     }
 
     public var counts: SenderMachine.Counts {
@@ -151,7 +147,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
     }
 
     private func run() {
-        defer { finished.leave() }
+        defer { finished.signal() }
         var lastRead: UnixMillis?
         wake.lock()
         while !stopping {
@@ -190,8 +186,11 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
             }
             let due = machine.due(now: clock.now())
             if !due.isEmpty {
-                jobs += due
-                wake.broadcast()
+                // Unlocked: a request refused at once completes inside submit, taking `wake`.
+                wake.unlock()
+                for row in due { attempt(row) }
+                wake.lock()
+                continue
             }
             guard results.isEmpty, !poked, !stopping else { continue }
             let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
@@ -202,29 +201,27 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `jobs`, `
         wake.unlock()
     }
 
-    private func work() {
-        defer { finished.leave() }
-        wake.lock()
-        while true {
-            while jobs.isEmpty, !stopping { wake.wait() }
-            if stopping { break }
-            let row = jobs.removeFirst()
-            wake.unlock()
-            let result = attempt(row)
-            wake.lock()
-            results.append((row, result))
-            wake.broadcast()
+    /// Submits one attempt (with `wake` not held); its result comes back through `results`.
+    private func attempt(_ row: OutboxRow) {
+        let url: WebhookURL
+        do { url = try WebhookURL(row.endpoint) } catch {
+            return finished(row, .failed(error.message))
         }
-        wake.unlock()
+        let signature = WebhookSignature.header(secret: settings.secret, timestamp: clock.now() / 1000, body: row.body)
+        let request = HTTPPost.request(to: url, headers: [(WebhookSignature.eventIDHeaderName, row.eventID),
+                                                          (WebhookSignature.headerName, signature)],
+                                       body: row.body, timeout: settings.timeout)
+        (settings.client ?? HTTPPost.system).submit(request) { [self] outcome in
+            // On the client's thread: only hand the result over.
+            finished(row, HTTPPost.result(url: url, outcome))
+        }
     }
 
-    private func attempt(_ row: OutboxRow) -> DeliveryResult {
-        let url: WebhookURL
-        do { url = try WebhookURL(row.endpoint) } catch { return .failed(error.message) }
-        let signature = WebhookSignature.header(secret: settings.secret, timestamp: clock.now() / 1000, body: row.body)
-        return HTTPPost.send(to: url, headers: [(WebhookSignature.eventIDHeaderName, row.eventID),
-                                                (WebhookSignature.headerName, signature)],
-                             body: row.body, timeout: settings.timeout, tls: settings.tls)
+    private func finished(_ row: OutboxRow, _ result: DeliveryResult) {
+        wake.lock()
+        results.append((row, result))
+        wake.broadcast()
+        wake.unlock()
     }
 }
 

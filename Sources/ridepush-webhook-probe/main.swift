@@ -1,5 +1,6 @@
 import Foundation
 import RideCore
+import RideHTTPClient
 import RideWebhooks
 
 // The webhook sender without the server, for tests/test_webhooks_sender.py: the real event
@@ -65,7 +66,7 @@ case "send" where args.count >= 4:
     if let timeout = option("--timeout") { settings.timeout = timeout }
     if let giveUp = option("--give-up") { settings.schedule = RetrySchedule(giveUpAfter: giveUp) }
     if let i = args.firstIndex(of: "--ca-file"), i + 1 < args.count {
-        do { settings.tls = try TLSClient(caFile: args[i + 1]) } catch {
+        do { settings.client = try HTTPClient(caFile: args[i + 1]) } catch {
             FileHandle.standardError.write(Data("ridepush-webhook-probe: \(error.message)\n".utf8))
             exit(2)
         }

@@ -7,6 +7,7 @@ import RideService
 import RideStore
 import RideStorePostgres
 import RideStoreSQLite
+import RideHTTPClient
 import RideWebhooks
 
 /// `ridepush serve`'s options, one line each: parsed and printed by `--help` from this table.
@@ -49,6 +50,9 @@ let serveOptions: OptionTable = {
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
         .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride"),
         .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook"),
+        // Every outbound https call (webhooks, and any other call out) verifies its peer against
+        // the system's store and this file: a private CA, an inspecting proxy's CA.
+        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
         // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
@@ -138,6 +142,10 @@ func serveCommand(_ args: [String]) -> Int32 {
             do { c.webhookSecret = try loadWebhookSecret(file: file) } catch { throw ServerError("--webhook-secret-file: \(error.message)") }
         } else if o.string("--webhook-secret-file") != nil {
             Log.warn("--webhook-secret-file without --webhook: no webhooks are sent")
+        }
+        if let caFile = o.string("--outbound-ca-file") {
+            do { try HTTPClient.check(caFile: caFile) } catch { throw ServerError("--outbound-ca-file: \(error.message)") }
+            c.outboundCAFile = caFile
         }
         let store: RideStore
         // The sender's own view of the store's outbox (opened after the store, which makes the

@@ -30,24 +30,6 @@ final class WebhookURLTests: XCTestCase {
     }
 }
 
-final class HTTPStatusParseTests: XCTestCase {
-    func parse(_ s: String) -> HTTPPost.Parsed { HTTPPost.parseStatus(Array(s.utf8)) }
-
-    func testStatusLines() {
-        XCTAssertEqual(parse("HTTP/1.1 204 No Content\r\n"), .status(204))
-        XCTAssertEqual(parse("HTTP/1.0 500 "), .status(500))
-        XCTAssertEqual(parse("HTTP/1.1 20"), .incomplete)
-        XCTAssertEqual(parse(""), .incomplete)
-        XCTAssertEqual(parse("HTT"), .incomplete)
-        XCTAssertEqual(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"), .status(201))
-        XCTAssertEqual(parse("HTTP/1.1 100 Continue\r\nX: y\r\n"), .incomplete)
-        XCTAssertEqual(parse("SSH-2.0-OpenSSH\r\n"), .invalid)
-        XCTAssertEqual(parse("HTTP/2.0 200 OK\r\n"), .invalid)
-        XCTAssertEqual(parse("HTTP/1.1 2x0 OK\r\n"), .invalid)
-        XCTAssertEqual(parse("HTTP/1.1 999 Nope\r\n"), .invalid)
-    }
-}
-
 /// The client against a real receiver on a real socket.
 final class HTTPPostReceiverTests: XCTestCase {
     var receiver: PythonReceiver!

@@ -43,6 +43,9 @@ public struct ServerConfig: Sendable {
     public var webhooks: [String] = []
     /// `--webhook-secret-file`'s bytes, the HMAC key of `RidePush-Signature`.
     public var webhookSecret: [UInt8] = []
+    /// `--outbound-ca-file`: PEM certificates every outbound https call (webhooks, and any
+    /// other call out) trusts besides the system's store; nil: the system's store only.
+    public var outboundCAFile: String?
     /// `--zones`: the GBFS geofencing_zones.json as loaded, and its bytes (`GET /zones`).
     public var zones: Geofencing?
     public var zonesDocument: [UInt8]?
