@@ -9,51 +9,68 @@ import RideService
 /// `/plans`, `/quote`, `/v1/webhooks/dead` (WebhookRoutes.swift), and the server API's POSTs
 /// under `/v1/rides` (ServerAPIRoutes.swift).
 extension Shard {
+    /// One request: HTTPRouter finds its endpoint and checks its token (RideService decides
+    /// both); this side reads what lws parsed and writes what the handler answers.
     func http(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ len: Int) -> Int32 {
         guard let input else { return -1 }
         let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
-        if let answered = serverAPI(wsi, path) { return answered }
-        // HEAD wherever GET is (uptime checkers use it): the same status and headers, no body.
-        guard lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || isHead(wsi) else {
-            answerAndClose(wsi, 405, errorJSON("method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD")
+        let match: HTTPRouter.Match
+        switch HTTPRouter.route(method(wsi), path) {
+        case .success(let m): match = m
+        case .failure(let refusal):
+            guard refusal.close else { return respond(refusal.answer, wsi) }
+            answerAndClose(wsi, refusal.answer.status, refusal.answer.body, allow: refusal.allow)
             return -1
         }
-        switch path {
-        case "/healthz":
+        let claims: TokenClaims?
+        switch HTTPRouter.authorize(match.access, token: requestToken(wsi), verifier: hub.verifier, wall: WallClock.seconds()) {
+        case .success(let c): claims = c
+        case .failure(let refusal):
+            // A POST refused from its headers: its body is never read, so the answer ends the connection.
+            guard case .serverAPI = match.endpoint else { return respond(refusal.answer, wsi) }
+            answerAndClose(wsi, refusal.answer.status, refusal.answer.body)
+            return -1
+        }
+        switch match.endpoint {
+        case .health:
             let h = hub.health()
             return respond(wsi, h.ok ? 200 : 503, json: h.json)
-        case "/metrics": return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
-        case "/plans": return respond(wsi, 200, json: hub.plansDocument())
-        case "/zones": return respond(hub.zonesRoute.answer(), wsi)
-        case "/quote": return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
-        case "/rides": return ridesListing(wsi)
-        case "/v1/webhooks/dead": return deadWebhooks(wsi)
-        default:
-            if path.hasPrefix("/rides/") { return rideDocument(wsi, String(path.dropFirst(7))) }
-            return staticFile(wsi, path)
+        case .metrics: return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
+        case .plans: return respond(wsi, 200, json: hub.plansDocument())
+        case .zones: return respond(hub.zonesRoute.answer(), wsi)
+        case .quote: return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
+        case .ridesListing: return ridesListing(wsi)
+        case .deadWebhooks: return deadWebhooks(wsi)
+        case .rideDocument(let id): return rideDocument(wsi, id, claims)
+        case .serverAPI: return serverAPI(wsi, path)
+        case .file(let path): return staticFile(wsi, path)
         }
     }
 
-    /// `GET /rides/{id}` (RideDocumentRoute decides; this side reads and writes): the id and
-    /// the token first, then the ride from memory or the store; the journal (`?journal=1`,
-    /// operators) is read only once the token is known to allow the ride.
-    func rideDocument(_ wsi: OpaquePointer, _ id: String) -> Int32 {
-        let admitted: RideDocumentRoute.Admitted
-        switch RideDocumentRoute.admit(id: id, token: requestToken(wsi), journalAsked: urlArg(wsi, "journal") == "1",
-                                       verifier: hub.verifier, wall: WallClock.seconds()) {
-        case .success(let a): admitted = a
-        case .failure(let refusal): return respond(refusal.answer, wsi)
-        }
+    /// The method lws parsed. HEAD is served wherever GET is (uptime checkers use it): the
+    /// same status and headers, no body.
+    func method(_ wsi: OpaquePointer) -> HTTPMethod {
+        if lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 { return .get }
+        if lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 { return .post }
+        if isHead(wsi) { return .head }
+        return .other
+    }
+
+    /// `GET /rides/{id}` once the router checked the id and the token: the ride from memory
+    /// or the store; the journal (`?journal=1`, operators) is read only once the token is
+    /// known to allow the ride.
+    func rideDocument(_ wsi: OpaquePointer, _ id: String, _ claims: TokenClaims?) -> Int32 {
+        let journal = RideDocumentRoute.wantsJournal(asked: urlArg(wsi, "journal") == "1", claims: claims)
         if let live = hub.registry.find(id) {
-            let answer = rideAnswer(id, admitted.claims, live, nil)
+            let answer = rideAnswer(id, claims, live, nil)
             // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
-            if answer.status == 200, admitted.journal { return rideDocumentWithJournal(wsi, id, admitted.claims) }
+            if answer.status == 200, journal { return rideDocumentWithJournal(wsi, id, claims) }
             return respond(answer, wsi)
         }
         // Not in memory: the store worker reads it; this thread serves others meanwhile.
         let token = awaitingStore.add(wsi, id)
         hub.submit(.lookup(id, from: Requester(shard: index, session: 0),
-                                    then: .http(token: token, claims: admitted.claims, journal: admitted.journal)))
+                                    then: .http(token: token, claims: claims, journal: journal)))
         return 0
     }
 

@@ -8,24 +8,24 @@ import RideService
 /// to the store worker like a ride.v1 request, and answered on HTTP_WRITEABLE once committed.
 /// Only HTTP/1.1 bodies are read: Debian's lws 4.1.6 fails POST bodies over HTTP/2.
 extension Shard {
-    /// A /v1/rides path: POST to a route starts reading the body, another method is a 405, a
-    /// path of no route a 404. nil: not the API's path.
-    func serverAPI(_ wsi: OpaquePointer, _ path: String) -> Int32? {
-        guard let route = ServerAPIRoute(path: path) else { return nil }
-        // A POST is answered once its body is read (admission says 404 for a path of no route).
-        guard lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 else {
-            if route == .unknown {
-                answerAndClose(wsi, 404, errorJSON("not_found", "no such route: \(path)"))
-            } else {
-                answerAndClose(wsi, 405, errorJSON("method_not_allowed", "\(path) takes POST only"), allow: ServerAPIRequest.allow)
-            }
-            return -1
-        }
+    /// A server API POST the router took (its token already checked from the headers): the
+    /// body is read, then admitted.
+    func serverAPI(_ wsi: OpaquePointer, _ path: String) -> Int32 {
         var pending = ServerAPIBody(path: path, idempotencyKey: customHeader(wsi, "idempotency-key:"), token: requestToken(wsi))
         // lws reads a body only when a length is declared; without one the body is empty,
         // and a chunked one is refused rather than taken for empty.
         let declared = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH)
         let length = declared.flatMap { Int($0) } ?? 0
+        // Strictly digits (lws reads `2x` as 2, `Int` as nothing: neither may guess), and no
+        // larger than admission takes: refused before a byte of the body is read.
+        if let declared, declared.isEmpty || !declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) || declared.utf8.count > 18 {
+            answerAndClose(wsi, 400, errorJSON("bad_request", "Content-Length must be a whole number of bytes"))
+            return -1
+        }
+        if length > ServerAPIRequest.maxBody {
+            answerAndClose(wsi, 413, errorJSON("too_large", "a request body is at most \(ServerAPIRequest.maxBody) bytes"))
+            return -1
+        }
         if length == 0, header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) != nil {
             // lws 4.1.6 reads no chunked request body: say so (answered like any other, not
             // closed at once, which could reset the connection before the answer is read).

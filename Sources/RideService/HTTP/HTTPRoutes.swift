@@ -52,30 +52,13 @@ package struct HTTPRefusal: Error, Equatable {
 }
 
 /// `GET /rides/{id}`, in the order that keeps the store out of reach of a request that may
-/// not read the ride: the id (not looked up, not echoed), the token, then the ride, and
-/// only then, if asked and allowed, the journal.
+/// not read the ride: the id (not looked up, not echoed) and the token (HTTPRouter), then the
+/// ride, and only then, if asked and allowed, the journal.
 package enum RideDocumentRoute {
-    /// What the adapter does next with an admitted request.
-    package struct Admitted: Equatable {
-        package let claims: TokenClaims?
-        /// `?journal=1`, or an operator's token: the journal and watchers too.
-        package let journal: Bool
-    }
-
-    /// Checks what needs no ride: the id and (auth on: `verifier`) the token. A refusal is the answer.
-    package static func admit(id: String, token: String?, journalAsked: Bool, verifier: TokenVerifier?,
-                              wall: Int64) -> Result<Admitted, HTTPRefusalAnswer> {
-        guard ClientCodec.isValidRideID(id) else {
-            return .failure(HTTPRefusalAnswer(.error(400, "bad_request", "a ride id is 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :")))
-        }
-        var claims: TokenClaims?
-        if let verifier {
-            switch HTTPToken.verify(token, verifier: verifier, wall: wall) {
-            case .success(let c): claims = c
-            case .failure(let refusal): return .failure(HTTPRefusalAnswer(refusal.answer))
-            }
-        }
-        return .success(Admitted(claims: claims, journal: journalAsked || claims?.ops == true))
+    /// Whether the answer carries the journal and watchers: asked for (`?journal=1`), or an
+    /// operator's token. Read only once the token is known to allow the ride.
+    package static func wantsJournal(asked: Bool, claims: TokenClaims?) -> Bool {
+        asked || claims?.ops == true
     }
 
     /// The answer once the ride is known (from memory or the store): 404 or 503 without it,

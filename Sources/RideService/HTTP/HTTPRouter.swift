@@ -1,0 +1,101 @@
+import RideAuth
+import RideProtocol
+
+/// What an HTTP request asks for, once its route is found. The adapter runs the handler each
+/// case names; it decides nothing about paths, methods or tokens.
+package enum HTTPEndpoint: Equatable, Sendable {
+    case health, metrics, plans, zones, quote, ridesListing, deadWebhooks
+    /// `GET /rides/{id}`: the id is checked before the token is (it is never echoed).
+    case rideDocument(id: String)
+    /// A server API POST (ServerAPIRequest.swift admits its body).
+    case serverAPI(ServerAPIRoute)
+    /// Anything else under GET: a file of the page's folder (or 404).
+    case file(path: String)
+}
+
+/// Who may call a route; judged by `HTTPRouter.authorize`, the one token check of every route.
+package enum HTTPAccess: Equatable, Sendable {
+    case anyone
+    /// With authentication on, a valid token; the handler judges it against what it reads (the
+    /// ride's owner).
+    case token
+    /// With authentication on, an operator (`ops`) token; `what` names the route in the 403.
+    case ops(what: String)
+}
+
+package enum HTTPMethod: Equatable, Sendable {
+    case get, head, post
+    /// Anything else lws parsed (PUT, DELETE, OPTIONS, PATCH…).
+    case other
+}
+
+/// The table of every HTTP route, in the manner of Hummingbird's router: a method and a path
+/// in, the endpoint and who may call it out, or the refusal to send. Pure: tested request in,
+/// answer out, no socket (HTTPRouterTests).
+package enum HTTPRouter {
+    package struct Match: Equatable, Sendable {
+        package let endpoint: HTTPEndpoint
+        package let access: HTTPAccess
+    }
+
+    /// A request no route takes. `allow`: the methods the path takes (405); `close`: the answer
+    /// ends the connection (a request whose body, if any, was not read).
+    package struct Refusal: Error, Equatable, Sendable {
+        package let answer: HTTPAnswer
+        package var allow: String?
+        package var close = true
+    }
+
+    /// The read-only routes: exact paths, GET and HEAD.
+    static let reads: [String: (HTTPEndpoint, HTTPAccess)] = [
+        "/healthz": (.health, .anyone),
+        "/metrics": (.metrics, .anyone),
+        "/plans": (.plans, .anyone),
+        "/zones": (.zones, .anyone),
+        "/quote": (.quote, .anyone),
+        "/rides": (.ridesListing, .ops(what: "listing rides")),
+        "/v1/webhooks/dead": (.deadWebhooks, .ops(what: "the dead-letter listing")),
+    ]
+
+    package static func route(_ method: HTTPMethod, _ path: String) -> Result<Match, Refusal> {
+        if let api = ServerAPIRoute(path: path) {
+            if api == .unknown { return .failure(Refusal(answer: .error(404, "not_found", "no such route: \(path)"))) }
+            guard method == .post else {
+                return .failure(Refusal(answer: .error(405, "method_not_allowed", "\(path) takes POST only"),
+                                        allow: ServerAPIRequest.allow))
+            }
+            return .success(Match(endpoint: .serverAPI(api), access: .token))
+        }
+        guard method == .get || method == .head else {
+            return .failure(Refusal(answer: .error(405, "method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD"))
+        }
+        if let (endpoint, access) = reads[path] { return .success(Match(endpoint: endpoint, access: access)) }
+        if path.hasPrefix("/rides/") {
+            let id = String(path.dropFirst("/rides/".count))
+            guard ClientCodec.isValidRideID(id) else {
+                return .failure(Refusal(answer: .error(400, "bad_request",
+                                                       "a ride id is 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :"),
+                                        close: false))
+            }
+            return .success(Match(endpoint: .rideDocument(id: id), access: .token))
+        }
+        return .success(Match(endpoint: .file(path: path), access: .anyone))
+    }
+
+    /// The token check of every route: nil claims with authentication off (`verifier` nil) or
+    /// for a route anyone may call; the refusal (401, or 403 for a route that needs ops) is the
+    /// answer to send.
+    package static func authorize(_ access: HTTPAccess, token: String?, verifier: TokenVerifier?,
+                                  wall: Int64) -> Result<TokenClaims?, HTTPRefusalAnswer> {
+        guard let verifier, access != .anyone else { return .success(nil) }
+        switch HTTPToken.verify(token, verifier: verifier, wall: wall) {
+        case .failure(let refusal):
+            return .failure(HTTPRefusalAnswer(refusal.answer))
+        case .success(let claims):
+            if case .ops(let what) = access, !claims.ops {
+                return .failure(HTTPRefusalAnswer(.error(403, "forbidden", "\(what) needs an operator (ops) token")))
+            }
+            return .success(claims)
+        }
+    }
+}
