@@ -149,8 +149,11 @@ public enum ClientCodec {
     }
 
     /// Ride ids travel in URLs and logs, so they are restricted to a safe alphabet.
+    /// "." and ".." are refused although their characters are allowed: in a URL path they are
+    /// dot segments, resolved away before any route sees them, so such a ride could be made
+    /// and never addressed (`/rides/..` is the page).
     public static func isValidRideID(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.count <= maxRideIDLength && s.utf8.allSatisfy { c in
+        s != "." && s != ".." && !s.isEmpty && s.utf8.count <= maxRideIDLength && s.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
                 || c == UInt8(ascii: "-") || c == UInt8(ascii: "_") || c == UInt8(ascii: ".") || c == UInt8(ascii: ":")
         }

@@ -15,7 +15,7 @@ extension Shard {
         guard let input else { return -1 }
         let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
         let match: HTTPRouter.Match
-        switch HTTPRouter.route(method(wsi), path) {
+        switch HTTPRouter.route(method(wsi), path, query: queryFragments(wsi)) {
         case .success(let m): match = m
         case .failure(let refusal):
             guard refusal.close else { return respond(refusal.answer, wsi) }
@@ -116,22 +116,26 @@ extension Shard {
         QuoteQuery.problem(queryArguments(wsi))
     }
 
-    /// Every `name=value` of the query string (lws has already %-decoded them), at most 16.
-    func queryArguments(_ wsi: OpaquePointer) -> [(name: String, value: String)] {
-        var out: [(name: String, value: String)] = []
+    /// The query's `name=value` fragments as lws %-decoded them, at most 16, bytes as sent
+    /// (a decoded %00 included: the copy's length says where each ends).
+    func queryFragments(_ wsi: OpaquePointer) -> [String] {
+        var out: [String] = []
         guard lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0 else { return out }
         var buf = [CChar](repeating: 0, count: 1024)
         for i in 0..<16 {
             let n = lws_hdr_copy_fragment(wsi, &buf, Int32(buf.count), WSI_TOKEN_HTTP_URI_ARGS, Int32(i))
             guard n > 0 else { break }
-            let frag = String(decoding: buf.prefix(Int(n)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if let eq = frag.firstIndex(of: "=") {
-                out.append((String(frag[..<eq]), String(frag[frag.index(after: eq)...])))
-            } else {
-                out.append((frag, ""))
-            }
+            out.append(String(decoding: buf.prefix(Int(n)).map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return out
+    }
+
+    /// Every `name=value` of the query string (lws has already %-decoded them), at most 16.
+    func queryArguments(_ wsi: OpaquePointer) -> [(name: String, value: String)] {
+        queryFragments(wsi).map { frag in
+            guard let eq = frag.firstIndex(of: "=") else { return (frag, "") }
+            return (String(frag[..<eq]), String(frag[frag.index(after: eq)...]))
+        }
     }
 
     func staticFile(_ wsi: OpaquePointer, _ path: String) -> Int32 {

@@ -34,10 +34,13 @@ extension Shard {
             if let s = session(wsi) { closed(s, wsi) }
             return 0
         case LWS_CALLBACK_HTTP:
+            bodyCompleted.remove(wsi)  // a new request on the connection
             return http(wsi, input, len)
         case LWS_CALLBACK_HTTP_BODY:
             return serverAPIBody(wsi, input, len)
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            // Once per request; a second one closes the connection (ServerAPIRoutes.swift says why).
+            guard bodyCompleted.insert(wsi).inserted else { return -1 }
             return serverAPIBodyComplete(wsi)
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return httpWritable(wsi)
@@ -48,6 +51,7 @@ extension Shard {
             awaitingStore.forget(wsi)
             deferredResponses[wsi] = nil
             apiBodies[wsi] = nil
+            bodyCompleted.remove(wsi)
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
             return 0

@@ -49,16 +49,19 @@ extension Shard {
         return 0
     }
 
-    /// Once per request; a second completion with no body pending closes the connection.
-    /// Why: a POST pipelined behind another request is parsed by lws 4.1.6 from the
-    /// connection's input buffer list, and `lws_handshake_server` then reads that same list
-    /// again as the body (the body it hands over starts at the request line, so it is refused
-    /// as JSON) and loops on it, calling HTTP_BODY_COMPLETION with nothing consumed for as
-    /// long as the callback returns 0: a service thread at 100 % CPU, reachable without a
-    /// token (issue 36, finding 1). Returning -1 makes lws close the connection, which ends
-    /// its loop; the answers already written (the request before the POST) stay written.
+    /// A request's body is complete: a server API POST's is admitted; any other request's
+    /// body (a GET that sent one) was not read and its answer goes on.
+    ///
+    /// lws calls this once per request, except for a request pipelined behind another one:
+    /// lws 4.1.6 parses it from the connection's input buffer list, then `lws_handshake_server`
+    /// reads that same list again as its body (the body it hands over starts at the request
+    /// line) and loops calling HTTP_BODY_COMPLETION with nothing consumed for as long as the
+    /// callback returns 0: a service thread at 100 % CPU, reachable without a token (issue 36,
+    /// finding 1). So a second completion for one request (LwsCallback.swift counts them)
+    /// returns -1 and lws closes the connection, which ends its loop; answers already written
+    /// (the request before) stay written.
     func serverAPIBodyComplete(_ wsi: OpaquePointer) -> Int32 {
-        guard var pending = apiBodies.removeValue(forKey: wsi) else { return -1 }
+        guard var pending = apiBodies.removeValue(forKey: wsi) else { return 0 }
         return serverAPIBodyDone(wsi, &pending)
     }
 

@@ -30,6 +30,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var deferredResponses: [OpaquePointer: (status: UInt32, body: [UInt8])] = [:]
     /// Server API POSTs whose bodies are arriving (ServerAPIRoutes.swift).
     var apiBodies: [OpaquePointer: ServerAPIBody] = [:]
+    /// Connections whose current request's body is complete (HTTP_BODY_COMPLETION seen).
+    var bodyCompleted = Set<OpaquePointer>()
     var stopping = false
     /// This thread's poll() answered from epoll (Sources/CEpoll/poll_epoll.c); it also watches
     /// the listener. nil if epoll was unavailable: lws's own poll() then serves as before.

@@ -57,7 +57,14 @@ package enum HTTPRouter {
         "/v1/webhooks/dead": (.deadWebhooks, .ops(what: "the dead-letter listing")),
     ]
 
-    package static func route(_ method: HTTPMethod, _ path: String) -> Result<Match, Refusal> {
+    /// `query`: the query's raw `name=value` fragments, as lws decoded them.
+    package static func route(_ method: HTTPMethod, _ path: String, query: [String] = []) -> Result<Match, Refusal> {
+        // A NUL or another control byte (lws has %-decoded the path) is no route's and no
+        // file's: answered, not dropped (a NUL would cut the path short in any C string).
+        if path.utf8.contains(where: isControl) || query.contains(where: { $0.utf8.contains(where: isControl) }) {
+            return .failure(Refusal(answer: .error(400, "bad_request", "the path or query holds a control character (%00-%1F, %7F)"),
+                                    close: false))
+        }
         if let api = ServerAPIRoute(path: path) {
             if api == .unknown { return .failure(Refusal(answer: .error(404, "not_found", "no such route: \(path)"))) }
             guard method == .post else {
@@ -70,8 +77,9 @@ package enum HTTPRouter {
             return .failure(Refusal(answer: .error(405, "method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD"))
         }
         if let (endpoint, access) = reads[path] { return .success(Match(endpoint: endpoint, access: access)) }
-        if path.hasPrefix("/rides/") {
-            let id = String(path.dropFirst("/rides/".count))
+        // Bytes, not Characters (see ServerAPIRoute.init).
+        if path.utf8.starts(with: "/rides/".utf8) {
+            let id = String(decoding: path.utf8.dropFirst("/rides/".utf8.count), as: UTF8.self)
             guard ClientCodec.isValidRideID(id) else {
                 return .failure(Refusal(answer: .error(400, "bad_request",
                                                        "a ride id is 1-\(ClientCodec.maxRideIDLength) characters of A-Z a-z 0-9 - _ . :"),
@@ -81,6 +89,8 @@ package enum HTTPRouter {
         }
         return .success(Match(endpoint: .file(path: path), access: .anyone))
     }
+
+    static func isControl(_ b: UInt8) -> Bool { b < 0x20 || b == 0x7F }
 
     /// The token check of every route: nil claims with authentication off (`verifier` nil) or
     /// for a route anyone may call; the refusal (401, or 403 for a route that needs ops) is the

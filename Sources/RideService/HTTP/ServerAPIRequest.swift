@@ -12,12 +12,19 @@ package enum ServerAPIRoute: Equatable, Sendable {
     case unknown
 
     /// nil: not a server API path at all.
+    /// Compared as UTF-8 bytes, not Characters: a "/" followed by a combining mark is one
+    /// Character to Swift, and the route would be missed.
     package init?(path: String) {
-        guard path == "/v1/rides" || path.hasPrefix("/v1/rides/") else { return nil }
-        if path == "/v1/rides" { self = .create; return }
-        let parts = path.dropFirst("/v1/rides/".count).split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, let command = RideCommand(rawValue: String(parts[1])) else { self = .unknown; return }
-        self = .transition(command, ride: String(parts[0]))
+        let bytes = Array(path.utf8), base = Array("/v1/rides".utf8)
+        guard bytes.starts(with: base) else { return nil }
+        if bytes.count == base.count { self = .create; return }
+        guard bytes[base.count] == UInt8(ascii: "/") else { return nil }
+        let parts = bytes[(base.count + 1)...].split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        guard parts.count == 2, let command = RideCommand(rawValue: String(decoding: parts[1], as: UTF8.self)) else {
+            self = .unknown
+            return
+        }
+        self = .transition(command, ride: String(decoding: parts[0], as: UTF8.self))
     }
 }
 
