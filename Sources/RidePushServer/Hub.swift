@@ -26,6 +26,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// Signs share links; nil without an HS256 secret.
     package let signer: TokenSigner?
     package var authRequired: Bool { verifier != nil }
+    /// What each connection's deadlines are (RideService decides; the shards' timers ask).
+    var connectionTimers: ConnectionTimers {
+        ConnectionTimers(keepaliveSeconds: config.keepalive, handshakeSeconds: config.handshakeTimeout,
+                         slowConsumerSeconds: config.slowConsumerLag, authRequired: authRequired)
+    }
     let publicDir: String
     let listener: Listener
     private let perAddress = Locked<[String: Int]>([:])
@@ -52,7 +57,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let protocols: UnsafeMutablePointer<lws_protocols>
     let securityHeaders: UnsafeMutablePointer<lws_protocol_vhost_options>
     /// All zero: turns off lws's per-connection validity timers. Keepalive is ours
-    /// (Shard.sweepKeepalive); lws's timers re-insert into a sorted list on every pong and
+    /// (ConnectionTimers, on each shard's timer); lws's timers re-insert into a sorted list on every pong and
     /// every new connection, O(connections) each.
     let noValidityTimers: UnsafeMutablePointer<lws_retry_bo_t>
     var vhostName: UnsafeMutablePointer<CChar> { Hub.vhostNameC }

@@ -48,6 +48,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var spareFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
     let tickTimer = TimerBox.make()
     let backoffTimer = TimerBox.make()
+    /// Keepalive, authentication and token deadlines, slow consumers (ConnectionTimers).
+    let connectionTimer = TimerBox.make()
     var lastBackoffLog: Int64 = 0
     /// Current pause before watching the listener again: doubles from 100 ms to 2 s while the
     /// file limit lasts (each look costs a poll over every socket), back to 0 on an accept.
@@ -77,6 +79,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         self.listenFD = dup(listenFD)
         tickTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         backoffTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        connectionTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
     }
 
     deinit {
@@ -85,6 +88,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         batch.deallocate()
         tickTimer.deallocate()
         backoffTimer.deallocate()
+        connectionTimer.deallocate()
     }
 
     /// Creates a shard's context (on the calling thread; the shard's `run` services it), before
@@ -127,6 +131,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         cepoll_loop_enter(loop)
         defer { cepoll_loop_enter(nil) }
         watchListener()
+        scheduleConnectionTimers()
         if index == 0 { hub.ticker.start(on: self) }
         var deadline: Int64 = .max
         while true {
@@ -205,7 +210,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             // In place: the subscribers are plain structs, so walking them retains nothing.
             slot.pointee.subscribers.forEachInPlace { sub in
                 // Still holding the previous tick: the slot's frame becomes the newer one. Whether
-                // it waited too long is the session's one clock (sweepKeepalive, Outbox.swift).
+                // it waited too long is the session's one clock (ConnectionTimers, Outbox.swift).
                 if sub.pending {
                     held = true
                     coalesced += 1
@@ -235,51 +240,36 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         hub.metrics.add(hub.metrics.ticksSent, ticksWritten)
         ticksWritten = 0
         hub.metrics.fanout.observe(Double(monotonicMicros() - started) / 1000)
-        sweepKeepalive()
     }
 
-    /// Once a second: ping peers quiet for half the keepalive, drop those quiet for all of it.
-    /// A tick written counts as traffic: TCP_USER_TIMEOUT (set at accept) drops a peer whose
-    /// ticks stay unacknowledged, so subscribers of ticking rides need no pings (pinging
-    /// 19,000 of them every 15 s cost a tenth of the server's CPU). Done here rather than with lws's per-connection
-    /// validity timers, whose sorted-list insert on every pong costs O(connections) each.
-    func sweepKeepalive() {
-        let now = coarseMillis()
-        let full = Int64(hub.config.keepalive) * 1000
-        // Tokens that expired (past the leeway, on the wall clock) since they were checked: refused, 4401.
-        let expiredBefore = WallClock.seconds() - TokenSigner.leeway
-        let authBy = now - Int64(hub.config.handshakeTimeout) * 1000
-        let tenth = Outbox.tenths(now)
-        let lag = Int32(clamping: hub.config.slowConsumerLag * 10)
+    /// This thread's connection timer: once a second, what ConnectionTimers says is due for
+    /// each session, performed here. Its own lws timer on this context, apart from the tick.
+    func scheduleConnectionTimers() {
+        lws_sul_schedule(context, 0, &connectionTimer.pointee.sul, { sul in
+            guard let shard = TimerBox.owner(of: sul, as: Shard.self), !shard.stopping else { return }
+            shard.connectionTimersFired()
+            shard.scheduleConnectionTimers()
+        }, 1_000_000)
+    }
+
+    func connectionTimersFired() {
+        let now = coarseMillis(), wall = WallClock.seconds()
         sessions.forEach { s in
-            // The one slow-consumer clock: whatever is queued (frames, ticks, operator frames),
-            // nothing taken off for --slow-consumer-lag. Hard: the socket is choked, so the
-            // close frame may never get out either.
-            if s.outbox.overdue(at: tenth, lag: lag), s.closing == nil {
-                // A fleet marker taken back out can leave the clock running over nothing.
-                if s.hasOutbox || s.pendingTicks > 0 {
-                    slowConsumer(s, "slow consumer: nothing read for \(hub.config.slowConsumerLag)s")
-                } else {
-                    s.outbox.idle()
+            for due in hub.connectionTimers.due(s, now: now, wall: wall) {
+                switch due {
+                case .slowConsumer(let reason): slowConsumer(s, reason)
+                case .outboxIdle: s.outbox.idle()
+                case .tokenExpired: perform(s, s.conn.sweep(hub))
+                case .authTimedOut: perform(s, s.conn.authTimedOut(hub))
+                case .incompleteMessage(let reason):
+                    hub.metrics.control("invalid", "incomplete")
+                    closeHard(s, code: 1008, reason: reason)
+                case .drop: lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+                case .ping:
+                    s.pingSent = true
+                    s.pingDue = true
+                    lws_callback_on_writable(s.wsi)
                 }
-            }
-            if s.conn.tokenExp <= expiredBefore, s.closing == nil { perform(s, s.conn.sweep(hub)) }
-            // An upgrade that never authenticates would hold its per-address place forever.
-            if hub.authRequired, !s.conn.authenticated, s.connectedAt <= authBy, s.closing == nil {
-                perform(s, s.conn.authTimedOut(hub))
-            }
-            // A message whose final fragment never comes: stop waiting for it.
-            if s.rxSince > 0, s.rxSince <= authBy, s.closing == nil {
-                hub.metrics.control("invalid", "incomplete")
-                closeHard(s, code: 1008, reason: "message not completed within \(hub.config.handshakeTimeout) s")
-            }
-            let idle = now - s.lastTraffic
-            if idle >= full {
-                lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-            } else if idle >= full / 2, !s.pingSent {
-                s.pingSent = true
-                s.pingDue = true
-                lws_callback_on_writable(s.wsi)
             }
         }
     }
