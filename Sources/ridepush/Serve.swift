@@ -49,6 +49,7 @@ let serveOptions: OptionTable = {
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
         .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride"),
         .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook"),
+        .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
         // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
@@ -102,6 +103,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             c.zonesDocument = data
         }
         c.maxSpeedKph = Double(o.int("--max-speed-kph")!)
+        c.retainEndedDays = o.int("--retain-ended")
         var links: (control: String, ops: String)?
         var secretNote = ""
         var configuredSecret: [UInt8]?
