@@ -10,8 +10,8 @@ import Synchronization
 package final class Retention: Sendable {
     /// How long an ended ride is kept, in ms.
     package let window: Int64
-    /// Rides (and replies) at most per batch: one batch held SQLite's writer for about
-    /// 10 ms in the store tests, the wait one group may see behind it.
+    /// Rides (and replies) at most per batch: a batch of 500 held SQLite's writer 4 to 30 ms
+    /// in the store tests (debug build, SQLiteRetentionTests), the most a group waits behind it.
     package let batch: Int
     /// Set by the store worker when a batch was full; taken by the ticker.
     private let more = Atomic<Bool>(false)
