@@ -17,6 +17,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     package let registry: RideRegistry
     private(set) var shards: [Shard] = []
     let ticker: Ticker
+    /// `--retain-ended`: the purge batches' schedule and counts (nil: every ride is kept).
+    let retention: Retention?
     package let ops: OpsFeed
     /// The store worker's position counters, for /metrics (GeoDesk.swift), and `GET /zones`.
     let geoCounters: GeoCounters
@@ -185,7 +187,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             exit(70)
         }
         storeWorker = worker
-        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads)
+        let retention = config.retainEndedDays.map { Retention(days: $0) }
+        self.retention = retention
+        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads,
+                        retention: retention)
         if let pg = store as? PostgresStore {
             storeHealth = pg.health
             clusterFeed = PostgresClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend,

@@ -43,6 +43,7 @@ extension Hub {
             metric("ridepush_clock_offset_seconds", "gauge", "Wall clock minus the process clock: what slewing has still to absorb.", [("", Double(c.offsetMillis) / 1000)])
         }
         out += geoCounters.prometheusText()
+        if let retention { out += retention.prometheusText() }
         histogram(&out, "ridepush_tick_lateness_seconds", "How late the shared timer fired after the whole second.", m.lateness)
         histogram(&out, "ridepush_fanout_duration_seconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
         metric("ridepush_build_info", "gauge", "Always 1; the labels say which build is running.",

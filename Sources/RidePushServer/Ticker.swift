@@ -15,14 +15,19 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     private let clock: RideClock
     private let metrics: Metrics
     private let registry: RideRegistry
-    /// The store worker: where due auto-ends and the daily prune go.
+    /// The store worker: where due auto-ends, the hourly prune and retention batches go.
     private let jobs: any StoreJobSink
     /// How the batch reaches the other service threads: their mailboxes, not the hub.
     private let mailboxes: Mailboxes
     private let threads: Int
+    /// `--retain-ended`: a purge batch goes with each hourly prune, and one a tick while the
+    /// last batch was full (Retention.swift); nil: nothing is purged.
+    private let retention: Retention?
 
     /// Made from what it uses, before the hub's threads exist (Hub.init).
-    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int) {
+    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int,
+         retention: Retention? = nil) {
+        self.retention = retention
         self.clock = clock
         self.metrics = metrics
         self.registry = registry
@@ -82,7 +87,9 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         }
         if at - lastPrune > 3_600_000 {
             lastPrune = at
-            jobs.submit([.prune(before: clock.now() - 24 * 3600 * 1000)])
+            jobs.submit([.prune(before: clock.now() - 24 * 3600 * 1000)] + (retention.map { [$0.job(now: clock.now())] } ?? []))
+        } else if let retention, retention.takeMore() {
+            jobs.submit([retention.job(now: clock.now())])
         }
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the

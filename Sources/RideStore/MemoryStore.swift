@@ -129,10 +129,69 @@ public final class MemoryStore: RideStore {
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
         try checkOpen()
-        // Kept compactly (appended, never removed one by one), so the survivors are recorded again.
         var kept: [(ReplyKey, Reply)] = []
         for (key, i) in replyOf where replies[i].at >= instant { kept.append((key, replies[i])) }
         guard kept.count < replyOf.count else { return }
+        keepOnly(kept)
+    }
+
+    public func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
+        try checkOpen()
+        var count = PurgeCount()
+        // The oldest ends first, as the other stores take them.
+        var ended: [(at: UnixMillis, id: String, row: Int32)] = []
+        for r in 0..<Int32(rows.count) where rows[r].state == .ended {
+            // An ended ride's last entry is its end.
+            if case .end(let at, _, _) = entries[rows[r].last].transition, at < instant { ended.append((at, rows[r].id, r)) }
+        }
+        ended.sort { ($0.at, $0.id) < ($1.at, $1.id) }
+        let gone = ended.prefix(max(0, limit))
+        if !gone.isEmpty {
+            let goneRows = Set(gone.map(\.row)), goneIDs = Set(gone.map(\.id))
+            // Kept compactly (appended, never removed one by one), so the survivors are written again.
+            var keptRows = PagedArray<Row>(), keptEntries = PagedArray<Entry>()
+            rowOf = [:]
+            for r in 0..<Int32(rows.count) {
+                var row = rows[r]
+                if goneRows.contains(r) {
+                    count.journal += Int(row.count)
+                    continue
+                }
+                var e = row.first, previous: Int32 = -1
+                row.first = -1
+                while e >= 0 {
+                    let copy = keptEntries.append(Entry(transition: entries[e].transition))
+                    if previous >= 0 { keptEntries[previous].next = copy } else { row.first = copy }
+                    previous = copy
+                    e = entries[e].next
+                }
+                row.last = previous
+                rowOf[row.id] = keptRows.append(row)
+            }
+            rows = keptRows
+            entries = keptEntries
+            count.rides = gone.count
+            for id in goneIDs where traces.removeValue(forKey: id) != nil { count.traces += 1 }
+            count.outbox = outbox?.purgeDead(rides: goneIDs) ?? 0
+        }
+        // Replies are not linked to their ride (a start without an id, a server API request):
+        // every one recorded before the cutoff goes, oldest first; the purged rides' among them.
+        var old: [Int32] = []
+        for (_, i) in replyOf where replies[i].at < instant { old.append(i) }
+        if !old.isEmpty {
+            let dropped = Set(old.sorted().prefix(max(0, limit)))
+            var kept: [(ReplyKey, Reply)] = []
+            for (key, i) in replyOf where !dropped.contains(i) { kept.append((key, replies[i])) }
+            keepOnly(kept)
+            count.replies = dropped.count
+        }
+        return count
+    }
+
+    /// Keeps only `kept` of the replies. Kept compactly (appended, never removed one by one),
+    /// so the survivors are recorded again.
+    private func keepOnly(_ kept: [(ReplyKey, Reply)]) {
+        var kept = kept
         kept.sort { $0.1.bytes.page != $1.1.bytes.page ? $0.1.bytes.page < $1.1.bytes.page : $0.1.bytes.offset < $1.1.bytes.offset }
         let old = replyBytes
         replies = PagedArray()

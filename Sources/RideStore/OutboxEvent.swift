@@ -30,6 +30,9 @@ public struct OutboxEvent: Sendable, Equatable {
 /// events on as it applies the write is the same promise.
 public protocol OutboxSink: AnyObject, Sendable {
     func append(_ events: [OutboxEvent])
+    /// Deletes the given-up (dead) deliveries of `rides`, never a row still owed; returns how
+    /// many (`MemoryStore.purgeEnded`).
+    func purgeDead(rides: Set<String>) -> Int
 }
 
 extension StoreWrite {

@@ -39,8 +39,17 @@ public protocol RideStore: AnyObject {
     func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint?
 
     /// Forgets replies recorded before `instant` (the server passes now − 24 h), in its own
-    /// transaction. Rides are never pruned: ended rides keep their receipts.
+    /// transaction. Rides are never pruned: ended rides keep their receipts until the operator
+    /// asks for less (`purgeEnded`).
     func prune(repliesBefore instant: UnixMillis) throws(StoreError)
+
+    /// Deletes at most `limit` rides that ended before `instant` (oldest end first) with their
+    /// journal, trace checkpoint and given-up webhook deliveries, and at most `limit` replies
+    /// recorded before `instant`, in its own transaction (`--retain-ended`, docs/retention.md).
+    /// A ride still open, or ended at or after `instant`, is never touched; nor is a webhook
+    /// delivery still owed. Idempotent: two nodes purging the same store delete each row once.
+    /// A batch that deleted `limit` rides or replies may have left more (`PurgeCount.full`).
+    func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount
 
     /// Releases the file or connection (later calls throw `.unavailable`). Safe to call twice.
     func close()

@@ -373,6 +373,17 @@ public final class PostgresStore: RideStore {
         }
     }
 
+    public func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
+        // What the group read may name rides this deletes: later reads go to PostgreSQL.
+        prefetched = nil
+        prefetchedRides = nil
+        prefetchedTraces = nil
+        guard limit > 0 else { return PurgeCount() }
+        return try transaction { (c: PostgresConnection) throws(PostgresError) in
+            try PostgresRetention.purge(c, before: instant, limit: limit)
+        }
+    }
+
     // MARK: reads (single statements: each sees one snapshot)
 
     public func openRides() throws(StoreError) -> [StoredRide] {

@@ -445,7 +445,7 @@ public final class SQLiteStore: LogSyncing {
 
     /// One call = one write transaction. IMMEDIATE takes the write lock up front, so a
     /// second process on the file fails fast at BEGIN (after busy_timeout), never halfway.
-    private func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+    func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
         try db.run("BEGIN IMMEDIATE")
         do {
             let value = try body()
@@ -482,6 +482,9 @@ public final class SQLiteStore: LogSyncing {
             throw StoreError(.corrupt, "ride store \(path): an SQLite database but not a RidePush store (no schema_version table; has \(tables.sorted().joined(separator: ", ")))")
         }
         try refuseNewer(try version())
+        // A new file gives back what a purge frees (schema 9): set before its first table,
+        // when it takes effect without a VACUUM.
+        if tables.isEmpty { try db.exec("PRAGMA auto_vacuum = INCREMENTAL") }
 
         // WAL: a commit appends to the log instead of rewriting pages, so one fsync per
         // transition; readers never block the writer.
@@ -506,6 +509,7 @@ public final class SQLiteStore: LogSyncing {
                            [.int(step.version)])
             }
         }
+        try vacuumIntoIncremental()
     }
 
     /// The least room left on the file's filesystem for the store to count as able to write:

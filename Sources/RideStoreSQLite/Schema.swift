@@ -8,7 +8,7 @@ import RideStore
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 8
+    static let current: Int64 = 9
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -184,6 +184,16 @@ enum Schema {
                 received_at INTEGER,              -- Unix ms the server received it
                 vehicle_type TEXT                 -- GBFS vehicle type id the ride started with
             );
+            """),
+        (9, """
+            -- Retention (--retain-ended, docs/retention.md): the file gives back the pages a purge
+            -- frees (PRAGMA incremental_vacuum after each batch) instead of keeping them for
+            -- reuse. A new file is made auto_vacuum = INCREMENTAL before its first table; an
+            -- older file only becomes so through a VACUUM, which cannot run in a transaction:
+            -- SQLiteStore.vacuumIntoIncremental runs it just after this migration (and at every
+            -- open of a version-9 file that is not incremental yet, should it have been cut short).
+            -- A purge deletes the given-up deliveries of the rides it deletes, found by ride.
+            CREATE INDEX webhook_dead_ride ON webhook_dead (ride);
             """),
     ]
 }

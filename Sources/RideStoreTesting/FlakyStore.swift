@@ -29,6 +29,9 @@ public final class FlakyStore: RideStore {
     public func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? { try inner.trace(ride) }
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) { try inner.prune(repliesBefore: instant) }
+    public func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
+        try inner.purgeEnded(before: instant, limit: limit)
+    }
     public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
     public func close() { inner.close() }
 }

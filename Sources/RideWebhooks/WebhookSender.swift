@@ -312,4 +312,14 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         defer { lock.unlock() }
         return Array(dead.prefix(limit))
     }
+
+    /// What `MemoryStore.purgeEnded` calls: forgets the given-up rows of purged rides (rows
+    /// still owed stay).
+    public func purgeDead(rides: Set<String>) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        let before = dead.count
+        dead.removeAll { rides.contains($0.rideID) }
+        return before - dead.count
+    }
 }

@@ -53,6 +53,7 @@ let serveOptions: OptionTable = {
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
+        .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
         // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
@@ -106,6 +107,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             c.zonesDocument = data
         }
         c.maxSpeedKph = Double(o.int("--max-speed-kph")!)
+        c.retainEndedDays = o.int("--retain-ended")
         var links: (control: String, ops: String)?
         var secretNote = ""
         var configuredSecret: [UInt8]?

@@ -30,6 +30,9 @@ final class FlakyStore: RideStore {
     func trace(_ ride: String) throws(StoreError) -> TraceCheckpoint? { try inner.trace(ride) }
     func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? { try inner.reply(for: key) }
     func prune(repliesBefore instant: UnixMillis) throws(StoreError) { try inner.prune(repliesBefore: instant) }
+    func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
+        try inner.purgeEnded(before: instant, limit: limit)
+    }
     func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
     func close() { inner.close() }
 }

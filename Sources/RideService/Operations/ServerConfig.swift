@@ -51,6 +51,9 @@ public struct ServerConfig: Sendable {
     public var zonesDocument: [UInt8]?
     /// `--max-speed-kph`: a position implying more, from the last accepted one, is dropped.
     public var maxSpeedKph: Double = 60
+    /// `--retain-ended DAYS`: ended rides older than this are deleted (docs/retention.md);
+    /// nil (the default): every ride is kept.
+    public var retainEndedDays: Int?
 
     public enum AuthMode: Sendable {
         case none

@@ -183,6 +183,8 @@ package final class StoreCoordinator: GroupCommitClient {
                 do throws(StoreError) { try store.prune(repliesBefore: before) } catch {
                     Log.warn("could not forget old replies (retrying in an hour): \(error.message)")
                 }
+            case .purge(let retention, let before):
+                retention.run(store, before: before)
             case .read(let from, let http, let work):
                 let r = work(store, registry)
                 if let token = http { steps.append(.http(shard: from.shard, token, r.status, r.body)) }

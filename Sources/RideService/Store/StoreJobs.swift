@@ -49,6 +49,9 @@ package enum StoreJob: Sendable {
     case lookup(String?, from: Requester, then: Continuation)
     /// Forgets replies older than `before` (its own transaction).
     case prune(before: UnixMillis)
+    /// One batch of `--retain-ended`: ended rides older than `before` deleted (its own
+    /// transaction), counted by the `Retention` that asked (Retention.swift).
+    case purge(Retention, before: UnixMillis)
     /// Other nodes wrote to the shared store (PostgresClusterFeed): read the hinted rides' new
     /// entries (ride → highest seq notified) and, with `catchUp`, the journal after the
     /// cursor; apply them before deciding anything else of the group.
