@@ -207,7 +207,7 @@ def test_another_issuers_token_is_refused(srv, provider):
     and for its aud where only the audience differs; the victim's ride is untouched."""
     key = provider["keys"]["RS256"]
     victim = rid("victim")
-    with authenticated(srv, key.token(claims(), KIDS["RS256"])) as owner:
+    with authenticated(srv, key.token(claims(sub="victim-1"), KIDS["RS256"]), sub="victim-1") as owner:
         assert owner.request({"type": "start", "ride": victim})["type"] == "state"
     cases = {
         "token iss is not the configured issuer": claims(sub="mallory", ops=True, iss="https://other-project.example/", aud="other-app"),
@@ -225,7 +225,7 @@ def test_another_issuers_token_is_refused(srv, provider):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(ended, timeout=5)
         assert refused.value.code == 401
-    status, body, _ = bearer(srv, "/rides/" + victim, key.token(claims(), KIDS["RS256"]))
+    status, body, _ = bearer(srv, "/rides/" + victim, key.token(claims(sub="victim-1"), KIDS["RS256"]))
     assert status == 200 and body["state"] == "riding", body
 
 
@@ -243,5 +243,5 @@ def test_keys_without_issuer_and_audience_are_refused_at_start(provider, tmp_pat
         assert any("--jwt-any-issuer: the identity provider's tokens are accepted whatever their iss and aud" in line
                    for line in s.lines), s.lines
         other = claims(iss="https://other-project.example/", aud="other-app")
-        with authenticated(s, provider["keys"]["ES256"].token(other, KIDS["ES256"] if flag == "--jwks-file" else None)) as cl:
+        with authenticated(s, provider["keys"]["ES256"].token(other, KIDS["ES256"] if flag == "--jwks-file" else None), sub="rider-7") as cl:
             assert cl.request({"type": "start", "ride": rid("any")})["type"] == "state"

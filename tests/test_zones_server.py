@@ -313,12 +313,11 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
     or 30 s checkpoint, not each one: docs/zones.md.)"""
     pg, db = pg_db
     uri = pg.uri(db)
-    a, b = serve(tmp_path, store=uri), serve(tmp_path, store=uri)
+    a, b = serve(tmp_path, *FAST, store=uri), serve(tmp_path, *FAST, store=uri)
     try:
         on_a, on_b = connect(a, "dave"), connect(b, "dave")
         on_a.request({"type": "start", "ride": "r-pg", "lat": lat_at(0), "lon": LON})
-        for k in range(0, 12):
-            on_a.send(fix("r-pg", k))
+        send_paced(on_a, [fix("r-pg", k) for k in range(0, 12)])
         sync(on_a, "r-pg")
         # Inside the park: B refuses the end too, from the trace A wrote with the pause.
         paused = on_a.request({"type": "pause", "ride": "r-pg"}, timeout=10)
@@ -331,8 +330,7 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
             time.sleep(0.2)
         assert err.get("code") == "end_not_allowed" and '"Park"' in err["message"], err
         on_a.request({"type": "resume", "ride": "r-pg"}, timeout=10)
-        for k in range(12, 36):
-            on_a.send(fix("r-pg", k))
+        send_paced(on_a, [fix("r-pg", k) for k in range(12, 36)])
         sync(on_a, "r-pg")
         # Out of the park (k=35 is in Plaza alone, which allows ends): a pause on A, the end on B.
         on_a.request({"type": "pause", "ride": "r-pg"}, timeout=10)
@@ -382,9 +380,14 @@ def test_the_devices_clock_cannot_move_a_ride_or_freeze_it(tmp_path):
         assert state["distance"] <= 84, state
         end = rider.request({"type": "end", "ride": "r-t"})
         assert (end["type"], end.get("code")) == ("error", "end_not_allowed") and '"Park"' in end["message"], end
+        # Of the twenty, over five in the second are not even judged; the rest are bounded by
+        # the server's clock (GeoAdversaryTests and TraceFilterTests take each rule alone).
         before = dropped(srv)
-        assert before.get("future", 0) >= 1, before
+        assert before["rate_limited"] + before["future"] + before["too_fast"] >= 15, before
 
+        # Honest fixes from here on: after the last accepted one's (ahead) time, as a device
+        # whose clock was corrected would send them.
+        time.sleep(max(0, (state["position"]["at"] - now_ms()) / 1000))
         rider.send({"type": "position", "ride": "r-t", "lat": state["position"]["lat"], "lon": LON,
                     "at": 4_102_444_800_000, "accuracy": 5})
         sync(rider, "r-t")
@@ -482,6 +485,6 @@ def test_an_operators_end_distance_is_billed_after_the_app_sent_positions(tmp_pa
         assert api["receipt"]["distance"] == 5000 and api["receipt"]["fare"] == 1000, api
 
         own = rider.request({"type": "end", "ride": "r-o3", "distance": 5000})
-        assert own["receipt"]["distance"] == 0 and own["receipt"]["fare"] == 500, own["receipt"]
+        assert "distance" not in own["receipt"] and own["receipt"]["fare"] == 500, own["receipt"]  # none went
     finally:
         srv.stop()
