@@ -1,7 +1,9 @@
 """The identity provider's tokens (issue 27, item 3), made here with Python's `cryptography` the way
 a provider signs them (RS256, ES256 with raw r||s, EdDSA) and checked by the real binary's
 `ridepush token --verify` against a JWKS file: accepted by kid; refused for a foreign key, an
-unknown kid, an algorithm other than the key's, and the HS256-with-the-public-key confusion."""
+unknown kid, an algorithm other than the key's, and the HS256-with-the-public-key confusion;
+refused without issuer and audience pinned (unless --jwt-any-issuer), and an RSA key with e = 1
+(whose forged tokens would verify) refused whole (issue 36, findings 3 and 7)."""
 import base64
 import hashlib
 import hmac
@@ -94,16 +96,20 @@ def provider(tmp_path_factory):
 
 def claims(**extra):
     now = int(time.time())
-    c = {"sub": "rider-7", "scope": "control", "iat": now, "exp": now + 600, "iss": "https://idp.example/"}
+    c = {"sub": "rider-7", "scope": "control", "iat": now, "exp": now + 600, "iss": "https://idp.example/", "aud": "ridepush"}
     c.update(extra)
     return c
 
 
-def verify(token, *args, secret=None):
+# The provider's issuer and the audience its tokens name for RidePush, as a server pins them.
+PINNED = ("--jwt-issuer", "https://idp.example/", "--jwt-audience", "ridepush")
+
+
+def verify(token, *args, secret=None, policy=PINNED):
     env = {k: v for k, v in os.environ.items() if k != "RIDEPUSH_JWT_SECRET"}
     if secret:
         env["RIDEPUSH_JWT_SECRET"] = secret
-    return subprocess.run([BIN, "token", "--verify", token, *args], capture_output=True, text=True,
+    return subprocess.run([BIN, "token", "--verify", token, *args, *policy], capture_output=True, text=True,
                           env=env, timeout=30, cwd=ROOT)
 
 
@@ -179,13 +185,72 @@ def test_issuer_audience_and_claim_namespace(provider):
     c = claims(aud=["ridepush"], scope="openid email", **{ns + "scope": "watch", ns + "rides": ["r-9"]})
     args = ["--jwks", provider["jwks"], "--jwt-issuer", "https://idp.example/", "--jwt-audience", "ridepush",
             "--jwt-claim-namespace", ns]
-    ok = verify(key.token(c, KIDS["ES256"]), *args)
+    ok = verify(key.token(c, KIDS["ES256"]), *args, policy=())
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["scope"] == "watch" and json.loads(ok.stdout)["rides"] == ["r-9"]
-    wrong_aud = verify(key.token(dict(c, aud="someone-else"), KIDS["ES256"]), *args)
+    wrong_aud = verify(key.token(dict(c, aud="someone-else"), KIDS["ES256"]), *args, policy=())
     assert "token aud does not name the configured audience" in wrong_aud.stderr
-    wrong_iss = verify(key.token(dict(c, iss="https://evil.example/"), KIDS["ES256"]), *args)
+    wrong_iss = verify(key.token(dict(c, iss="https://evil.example/"), KIDS["ES256"]), *args, policy=())
     assert "token iss is not the configured issuer" in wrong_iss.stderr
+
+
+def test_without_issuer_and_audience_the_providers_tokens_are_refused(provider):
+    """As the server: a key set alone accepts nobody's tokens; --jwt-any-issuer says otherwise
+    on purpose, and then another project's token passes (which is why it must be said)."""
+    key = provider["keys"]["EdDSA"]
+    other_project = key.token(claims(iss="https://other-project.example/", aud="other-app", ops=True), KIDS["EdDSA"])
+    for policy in ((), ("--jwt-issuer", "https://idp.example/"), ("--jwt-audience", "ridepush")):
+        result = verify(key.token(claims(), KIDS["EdDSA"]), "--jwks", provider["jwks"], policy=policy)
+        assert result.returncode == 1, (policy, result.stdout)
+        assert "identity-provider tokens are refused: no " in result.stderr and "--jwt-any-issuer" in result.stderr, result.stderr
+    refused = verify(other_project, "--jwks", provider["jwks"])
+    assert refused.returncode == 1 and "token iss is not the configured issuer" in refused.stderr, refused.stderr
+    anyone = verify(other_project, "--jwks", provider["jwks"], policy=("--jwt-any-issuer",))
+    assert anyone.returncode == 0 and json.loads(anyone.stdout)["ops"] is True, anyone.stderr
+
+
+def pkcs1_sha256(message, size):
+    """EMSA-PKCS1-v1_5 of SHA-256(message) in `size` bytes (RFC 8017 §9.2): what s^e mod n must
+    equal. With e = 1 it is itself a valid signature: anyone can make one."""
+    digest_info = bytes.fromhex("3031300d060960864801650304020105000420") + hashlib.sha256(message).digest()
+    return b"\x00\x01" + b"\xff" * (size - len(digest_info) - 3) + b"\x00" + digest_info
+
+
+def test_an_rsa_key_with_exponent_1_is_refused_and_its_forgery_with_it(provider):
+    """A real 2048-bit modulus published with e = 1 (cryptography refuses to build such a key,
+    so the JWK is written by hand): a forged ops token, its "signature" the padded digest, would
+    verify. The key file is refused whole, as a short key is; e = 2 too; e = 3 and 65537 load."""
+    n = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_numbers().n
+    header = {"alg": "RS256", "typ": "JWT", "kid": "weak"}
+    signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims(sub="mallory", ops=True)).encode())
+    forged = signing_input + "." + b64(pkcs1_sha256(signing_input.encode(), 256))
+    for e, loads in ((1, False), (2, False), (3, True), (65537, True)):
+        path = provider["dir"] / f"e{e}.json"
+        path.write_text(json.dumps({"keys": [{"kid": "weak", "kty": "RSA", "n": b64(uint(n, 256)), "e": b64(uint(e, 3).lstrip(b"\0"))}]}))
+        result = verify(forged, "--jwks", str(path))
+        if loads:
+            assert result.returncode == 1 and "refused (badSignature)" in result.stderr, (e, result.stderr)
+        else:
+            assert result.returncode == 2, (e, result.stdout)
+            assert result.stderr == f'ridepush token: {path} key 1 (kid "weak"): RSA public exponent must be odd and at least 3 (65537 in practice)\n'
+    # The same key as PEM (SubjectPublicKeyInfo written out by hand, as DER).
+    def der(tag, body):
+        size = len(body)
+        length = bytes([size]) if size < 128 else bytes([0x80 | ((size.bit_length() + 7) // 8)]) + size.to_bytes((size.bit_length() + 7) // 8, "big")
+        return bytes([tag]) + length + body
+    def der_int(v):
+        raw = v.to_bytes((v.bit_length() + 8) // 8, "big")
+        return der(0x02, raw)
+    rsa_key = der(0x30, der_int(n) + der_int(1))
+    algorithm = der(0x30, bytes.fromhex("06092a864886f70d0101010500"))
+    spki = der(0x30, algorithm + der(0x03, b"\x00" + rsa_key))
+    pem = provider["dir"] / "e1.pem"
+    pem.write_text("-----BEGIN PUBLIC KEY-----\n" + base64.encodebytes(spki).decode() + "-----END PUBLIC KEY-----\n")
+    # A PEM key verifies tokens without kid: the forgery over such a header.
+    bare = b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode()) + "." + signing_input.split(".")[1]
+    result = verify(bare + "." + b64(pkcs1_sha256(bare.encode(), 256)), "--jwt-public-key", str(pem))
+    assert result.returncode == 2, result.stdout
+    assert result.stderr == f"ridepush token: {pem}: RSA public exponent must be odd and at least 3 (65537 in practice)\n"
 
 
 def test_a_bad_key_file_is_named(provider):

@@ -1,11 +1,14 @@
 """The identity provider's tokens against the real server (issue 27, item 3): RS256, ES256 and
 EdDSA tokens made with Python's `cryptography` (test_jwks.py's Key) are accepted by kid over the
 WebSocket `auth` message, `?token=` and HTTP Bearer; refused (4401 / 401) for a foreign key, an
-unknown kid and the HS256-with-the-public-key confusion; and SIGHUP rotates the keys while an
-open connection keeps its ticks. Every wait is bounded."""
+unknown kid and the HS256-with-the-public-key confusion, and for another issuer or audience
+(issue 36, finding 3: a shared key set signs for other projects too); the server refuses to start
+with keys but without --jwt-issuer and --jwt-audience unless --jwt-any-issuer says so; and SIGHUP
+rotates the keys while an open connection keeps its ticks. Every wait is bounded."""
 import json
 import os
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -15,6 +18,8 @@ from rp import Client, Server
 from test_jwks import KIDS, KINDS, SECRET, Key, claims, hs256
 
 ENV = {"RIDEPUSH_JWT_SECRET": SECRET}
+# The issuer and audience test_jwks.claims() carries, pinned as a deployment pins them.
+PINNED = ("--jwt-issuer", "https://idp.example/", "--jwt-audience", "ridepush")
 
 
 def rid(tag):
@@ -83,7 +88,7 @@ def provider(tmp_path_factory):
 @pytest.fixture(scope="module")
 def srv(provider):
     """Tokens required: the JWKS and, beside it, the HS256 secret."""
-    with Server("--jwks-file", provider["jwks"], auth="jwt", env=ENV) as s:
+    with Server("--jwks-file", provider["jwks"], *PINNED, auth="jwt", env=ENV) as s:
         yield s
 
 
@@ -138,7 +143,7 @@ def test_keys_with_auth_off_or_a_bad_key_file_are_refused_at_start(provider, tmp
         off.start()
     broken = tmp_path / "broken.json"
     broken.write_text('{"keys": []}')
-    bad = Server("--jwks-file", str(broken), auth="jwt", env=ENV)
+    bad = Server("--jwks-file", str(broken), *PINNED, auth="jwt", env=ENV)
     with pytest.raises(RuntimeError, match='the "keys" list is empty'):
         bad.start()
 
@@ -149,7 +154,7 @@ def test_sighup_rotates_the_keys_and_keeps_open_connections(tmp_path):
     write_jwks(path, {"rsa-old": old})
     # No secret: only the provider's keys (no generated secret, no links printed).
     env = {"RIDEPUSH_JWT_SECRET": ""}
-    with Server("--jwks-file", str(path), auth="jwt", env=env) as s:
+    with Server("--jwks-file", str(path), *PINNED, auth="jwt", env=env) as s:
         assert any("identity provider keys: rsa-old RS256" in line for line in s.lines), s.lines
         assert not any("/?token=" in line for line in s.lines), s.lines
         ride = rid("rotate")
@@ -194,3 +199,49 @@ def test_sighup_rotates_the_keys_and_keeps_open_connections(tmp_path):
             assert cl.request({"type": "subscribe", "ride": ride})["type"] == "state"
         assert s.proc.poll() is None
         watcher.close()
+
+
+def test_another_issuers_token_is_refused(srv, provider):
+    """The same keys, another project's token (a shared key set signs for every project that
+    uses it): its ops claim would read every ride and end the victim's. Refused for its iss,
+    and for its aud where only the audience differs; the victim's ride is untouched."""
+    key = provider["keys"]["RS256"]
+    victim = rid("victim")
+    with authenticated(srv, key.token(claims(sub="victim-1"), KIDS["RS256"]), sub="victim-1") as owner:
+        assert owner.request({"type": "start", "ride": victim})["type"] == "state"
+    cases = {
+        "token iss is not the configured issuer": claims(sub="mallory", ops=True, iss="https://other-project.example/", aud="other-app"),
+        "token aud does not name the configured audience": claims(sub="mallory", ops=True, aud="other-app"),
+    }
+    for why, c in cases.items():
+        token = key.token(c, KIDS["RS256"])
+        err = refused_at_auth(srv, token)
+        assert why in err["message"], err
+        status, body, _ = bearer(srv, "/rides", token)
+        assert status == 401 and why in body["error"]["message"], body
+        ended = urllib.request.Request(srv.http + "/v1/rides/%s/end" % victim, data=b"{}", method="POST",
+                                       headers={"Authorization": "Bearer " + token, "Content-Type": "application/json",
+                                                "Idempotency-Key": "k-" + why[:10].replace(" ", "-")})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(ended, timeout=5)
+        assert refused.value.code == 401
+    status, body, _ = bearer(srv, "/rides/" + victim, key.token(claims(sub="victim-1"), KIDS["RS256"]))
+    assert status == 200 and body["state"] == "riding", body
+
+
+@pytest.mark.parametrize("flag", ["--jwks-file", "--jwt-public-key"])
+def test_keys_without_issuer_and_audience_are_refused_at_start(provider, tmp_path, flag):
+    """Without both pins the server does not start, and says how to start it; --jwt-any-issuer
+    starts it on purpose, with a warning, and then another project's token is accepted."""
+    pem = tmp_path / "idp.pem"
+    pem.write_bytes(provider["keys"]["ES256"].pem())
+    keys = provider["jwks"] if flag == "--jwks-file" else str(pem)
+    for pins in ((), ("--jwt-issuer", "https://idp.example/"), ("--jwt-audience", "ridepush")):
+        with pytest.raises(RuntimeError, match="need --jwt-issuer and --jwt-audience .*add --jwt-any-issuer"):
+            Server(flag, keys, *pins, auth="jwt", env=ENV).start()
+    with Server(flag, keys, "--jwt-any-issuer", auth="jwt", env=ENV) as s:
+        assert any("--jwt-any-issuer: the identity provider's tokens are accepted whatever their iss and aud" in line
+                   for line in s.lines), s.lines
+        other = claims(iss="https://other-project.example/", aud="other-app")
+        with authenticated(s, provider["keys"]["ES256"].token(other, KIDS["ES256"] if flag == "--jwks-file" else None), sub="rider-7") as cl:
+            assert cl.request({"type": "start", "ride": rid("any")})["type"] == "state"

@@ -26,7 +26,9 @@ def report(c, ride, i, lat, lon):
 def test_ride_map_from_the_servers_ticks_refused_then_accepted_end(browsers, tmp_path, size, tag):
     zones = tmp_path / "geofencing_zones.json"
     zones.write_text(json.dumps(SEOUL_ZONES, ensure_ascii=False), encoding="utf-8")
-    with Server("--zones", str(zones)) as srv, Client(srv.ws) as device:
+    # The fixes reach the server a tick apart, not at the track's 6 s pace, and the server's
+    # clock bounds the speed (issue 36): allow what that pace implies, so this is about the map.
+    with Server("--zones", str(zones), "--max-speed-kph", "1000") as srv, Client(srv.ws) as device:
         drv = browsers(size, "ko-KR")
         drv.get(srv.http + "/")
         B.wait_enabled(drv, "btn-start")

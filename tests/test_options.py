@@ -54,7 +54,7 @@ def test_the_command_line_beats_the_environment():
 @pytest.mark.parametrize("command, options", [
     (["serve"], ["--host ADDR", "--port N", "--public DIR", "--store PATH|memory|postgresql://USER@HOST:PORT/DB",
                  "--create-store", "--store-password-file F", "--plans FILE", "--zones FILE", "--max-speed-kph KPH", "--auth jwt|none", "--jwt-secret-file FILE",
-                 "--jwks-file FILE", "--jwt-public-key FILE", "--jwt-issuer ISS", "--jwt-audience AUD",
+                 "--jwks-file FILE", "--jwt-public-key FILE", "--jwt-issuer ISS", "--jwt-audience AUD", "--jwt-any-issuer",
                  "--jwt-claim-namespace PREFIX", "--tls-cert FILE", "--tls-key FILE", "--threads N", "--max-frame BYTES", "--max-subscriptions N",
                  "--max-open-rides-per-rider N", "--max-connections-per-ip N", "--trust-proxy", "--control-rate N", "--keepalive SECONDS",
                  "--handshake-timeout SECONDS", "--slow-consumer-lag SECONDS", "--log-format text|json", "--webhook URL", "--webhook-secret-file F",
@@ -64,7 +64,7 @@ def test_the_command_line_beats_the_environment():
                 "--insecure", "-h, --help"]),
     (["token"], ["--watch", "--control", "--ride ID", "--sub RIDER", "--ops", "--ttl DURATION", "--jwt-secret-file FILE", "--store PATH",
                  "--verify TOKEN", "--jwks-file, --jwks FILE", "--jwt-public-key FILE", "--jwt-issuer ISS",
-                 "--jwt-audience AUD", "--jwt-claim-namespace PREFIX", "-h, --help"]),
+                 "--jwt-audience AUD", "--jwt-claim-namespace PREFIX", "--jwt-any-issuer", "-h, --help"]),
     (["backup"], ["--store PATH", "--to FILE", "--force", "--pages N", "-h, --help"]),
     (["bench", "--transitions"], ["--transitions", "--url URL", "-n, --connections, --clients N", "--depth K",
                                   "-d, --duration S", "--disk DIR", "--one-ride N", "--open-rides N", "--token T", "--json",

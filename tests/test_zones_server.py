@@ -8,7 +8,11 @@ The zones (GBFS 3.0, near Seoul City Hall, 126.9725 E is inside both):
          field by field, its missing speed falls through to Plaza's 10)
   global rules: everything allowed, 25 km/h
 Fixes go north along lon 126.9725 in 0.0001 deg steps (11.1 m) every 2 s of device time (20 km/h),
-sent as fast as the socket takes them: the trace filter reads only the fixes' own times."""
+back-dated (T0 is in the past). The server's clock bounds them (issue 36, finding 4): a fix counts
+no earlier than it arrived, so the scripted rides send one every PACE seconds (under the rate of 5
+a second per ride) to a server that allows 1000 km/h, where 11.1 m per PACE is plausible.
+The issue 36 tests at the end (the device's clock, a warning flood, the operator's distance) run
+with the default 60 km/h."""
 import base64
 import hashlib
 import hmac
@@ -17,7 +21,10 @@ import math
 import os
 import re
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -91,9 +98,20 @@ def path_metres(ks):
     return sum(haversine(a, b) for a, b in zip(pts, pts[1:]))
 
 
+# Seconds between the scripted rides' fixes: 4 a second, under the per-ride limit of 5.
+PACE = 0.25
+FAST = ("--max-speed-kph", "1000")
+
+
 def serve(tmp_path, *args, store=None):
     return Server("--zones", zones_file(tmp_path), "--control-rate", "100000", *args,
                   store=store or str(tmp_path / "rides.db"), auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET}).start()
+
+
+def send_paced(c, fixes):
+    for f in fixes:
+        c.send(f)
+        time.sleep(PACE)
 
 
 def connect(srv, sub, ops=False):
@@ -121,7 +139,7 @@ def sync(c, ride):
 
 
 def test_a_ride_across_overlapping_zones_is_told_refused_measured_and_billed(tmp_path):
-    srv = serve(tmp_path)
+    srv = serve(tmp_path, *FAST)
     try:
         # GET /zones serves the file as loaded, byte for byte.
         status, body, _ = srv.get("/zones")
@@ -136,8 +154,7 @@ def test_a_ride_across_overlapping_zones_is_told_refused_measured_and_billed(tmp
         assert watcher.request({"type": "subscribe", "ride": "r-z"})["type"] == "state"
 
         # Into the park, and an end there is refused (the ride goes on).
-        for k in range(0, 16):
-            rider.send(fix("r-z", k))
+        send_paced(rider, [fix("r-z", k) for k in range(0, 16)])
         state = sync(rider, "r-z")
         assert state["distance"] == round(path_metres(range(0, 16))), state
         assert state["position"] == {"lat": lat_at(15), "lon": LON, "at": T0 + 2000 * 15}
@@ -148,11 +165,9 @@ def test_a_ride_across_overlapping_zones_is_told_refused_measured_and_billed(tmp
         assert end.get("code") == "end_not_allowed", end
 
         # Through the overlap and Plaza and out, with a 5 km jump that must not count.
-        for k in range(16, 26):
-            rider.send(fix("r-z", k))
-        rider.send(fix("r-z", 25, at=T0 + 2000 * 25 + 1000, lat=lat_at(25) + 0.045))
-        for k in range(26, 56):
-            rider.send(fix("r-z", k))
+        send_paced(rider, [fix("r-z", k) for k in range(16, 26)]
+                   + [fix("r-z", 25, at=T0 + 2000 * 25 + 1000, lat=lat_at(25) + 0.045)]
+                   + [fix("r-z", k) for k in range(26, 56)])
         sync(rider, "r-z")
         accepted = list(range(0, 56))
         # The first tick with the last position (compactly, [lat, lon, at]) carries the whole
@@ -187,12 +202,11 @@ def test_a_ride_across_overlapping_zones_is_told_refused_measured_and_billed(tmp
 
 
 def test_an_operator_forces_an_end_in_the_park_and_the_receipt_says_so(tmp_path):
-    srv = serve(tmp_path)
+    srv = serve(tmp_path, *FAST)
     try:
         rider, ops = connect(srv, "bob"), connect(srv, "ops-1", ops=True)
         rider.request({"type": "start", "ride": "r-f", "lat": lat_at(0), "lon": LON})
-        for k in range(0, 12):
-            rider.send(fix("r-f", k))
+        send_paced(rider, [fix("r-f", k) for k in range(0, 12)])
         sync(rider, "r-f")
         assert rider.request({"type": "end", "ride": "r-f"})["code"] == "end_not_allowed"
         assert ops.request({"type": "end", "ride": "r-f"})["code"] == "end_not_allowed"
@@ -299,12 +313,11 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
     or 30 s checkpoint, not each one: docs/zones.md.)"""
     pg, db = pg_db
     uri = pg.uri(db)
-    a, b = serve(tmp_path, store=uri), serve(tmp_path, store=uri)
+    a, b = serve(tmp_path, *FAST, store=uri), serve(tmp_path, *FAST, store=uri)
     try:
         on_a, on_b = connect(a, "dave"), connect(b, "dave")
         on_a.request({"type": "start", "ride": "r-pg", "lat": lat_at(0), "lon": LON})
-        for k in range(0, 12):
-            on_a.send(fix("r-pg", k))
+        send_paced(on_a, [fix("r-pg", k) for k in range(0, 12)])
         sync(on_a, "r-pg")
         # Inside the park: B refuses the end too, from the trace A wrote with the pause.
         paused = on_a.request({"type": "pause", "ride": "r-pg"}, timeout=10)
@@ -317,8 +330,7 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
             time.sleep(0.2)
         assert err.get("code") == "end_not_allowed" and '"Park"' in err["message"], err
         on_a.request({"type": "resume", "ride": "r-pg"}, timeout=10)
-        for k in range(12, 36):
-            on_a.send(fix("r-pg", k))
+        send_paced(on_a, [fix("r-pg", k) for k in range(12, 36)])
         sync(on_a, "r-pg")
         # Out of the park (k=35 is in Plaza alone, which allows ends): a pause on A, the end on B.
         on_a.request({"type": "pause", "ride": "r-pg"}, timeout=10)
@@ -333,3 +345,146 @@ def test_two_nodes_position_on_a_end_asked_on_b(pg_db, tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+# Issue 36: what a rider controlling their own device could do with positions.
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def dropped(srv):
+    _, text, _ = srv.get("/metrics")
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r'^ridepush_positions_dropped_total\{reason="([a-z_]+)"\} (\d+)$', text, re.M)}
+
+
+def test_the_devices_clock_cannot_move_a_ride_or_freeze_it(tmp_path):
+    """Finding 4. Twenty fixes stamped a second apart (15 m each, 54 km/h) but sent within one
+    second do not carry the ride 285 m out of the park where it may not end; a fix dated 2100
+    is dropped and counted, and honest fixes after it count (the distance grows, the end is
+    judged where the ride is)."""
+    srv = serve(tmp_path)
+    try:
+        rider = connect(srv, "erin")
+        rider.request({"type": "start", "ride": "r-t", "lat": lat_at(0), "lon": LON})
+        park = 37.56005
+        rider.send({"type": "position", "ride": "r-t", "lat": park, "lon": LON, "at": now_ms(), "accuracy": 5})
+        assert sync(rider, "r-t")["position"]["lat"] == park
+        base = now_ms()
+        for i in range(1, 21):
+            rider.send({"type": "position", "ride": "r-t", "lat": round(park + 0.000135 * i, 6), "lon": LON,
+                        "at": base + 1000 * i, "accuracy": 5})
+            time.sleep(0.05)
+        state = sync(rider, "r-t")
+        # At most the 5 s a fast phone clock is allowed ahead, at 54 km/h: 75 m, still in the park.
+        assert state["distance"] <= 84, state
+        end = rider.request({"type": "end", "ride": "r-t"})
+        assert (end["type"], end.get("code")) == ("error", "end_not_allowed") and '"Park"' in end["message"], end
+        # Of the twenty, over five in the second are not even judged; the rest are bounded by
+        # the server's clock (GeoAdversaryTests and TraceFilterTests take each rule alone).
+        before = dropped(srv)
+        assert before["rate_limited"] + before["future"] + before["too_fast"] >= 15, before
+
+        # Honest fixes from here on: after the last accepted one's (ahead) time, as a device
+        # whose clock was corrected would send them.
+        time.sleep(max(0, (state["position"]["at"] - now_ms()) / 1000))
+        rider.send({"type": "position", "ride": "r-t", "lat": state["position"]["lat"], "lon": LON,
+                    "at": 4_102_444_800_000, "accuracy": 5})
+        sync(rider, "r-t")
+        assert dropped(srv)["future"] == before["future"] + 1
+        lat = state["position"]["lat"]
+        for i in range(1, 4):
+            time.sleep(1.1)
+            lat = round(lat + 0.00005, 6)  # 5.6 m in 1.1 s
+            rider.send({"type": "position", "ride": "r-t", "lat": lat, "lon": LON, "at": now_ms(), "accuracy": 5})
+        after = sync(rider, "r-t")
+        assert after["position"]["lat"] == lat, after
+        assert after["distance"] > state["distance"], (after, state)
+    finally:
+        srv.stop()
+
+
+def test_a_warning_flood_leaves_a_reading_console_connected(tmp_path):
+    """Finding 5. A rider alternates positions across Plaza's north edge (no riding through) as
+    fast as it can, each stamped a second after the last. The console reading the operator feed
+    at full speed stays connected and gets at most a warning per 5 s for the ride; the rider is
+    told rate_limited, once per second's window, not once per message."""
+    srv = serve(tmp_path)
+    try:
+        rider = connect(srv, "frank")
+        console = connect(srv, "ops-1", ops=True)
+        console.request({"type": "watch_all", "id": "w1"})
+        got, closed, stop = [], [], threading.Event()
+
+        def read():
+            try:
+                while not stop.is_set():
+                    try:
+                        got.append(json.loads(console.ws.recv(timeout=0.2)))
+                    except TimeoutError:
+                        pass
+            except Exception as e:  # noqa: BLE001 (the close is what is recorded)
+                closed.append(e)
+        reader = threading.Thread(target=read, daemon=True)
+        rider.request({"type": "start", "ride": "r-w", "lat": 37.56405, "lon": LON})
+        reader.start()
+        base, inside, outside = now_ms(), 37.56395, 37.56405
+        for i in range(600):
+            rider.send({"type": "position", "ride": "r-w", "lat": inside if i % 2 else outside, "lon": LON,
+                        "at": base + 1000 * (i + 1), "accuracy": 5})
+            if i % 50 == 49:
+                time.sleep(0.1)
+        sync(rider, "r-w")
+        time.sleep(1.5)  # fleet frames keep coming to a console still connected
+        stop.set()
+        reader.join(5)
+        assert closed == [], closed
+        warnings = [m for m in got if m.get("type") == "fleet_warning" and m.get("ride") == "r-w"]
+        assert 1 <= len(warnings) <= 2, warnings
+        assert any(m.get("type") == "fleet" for m in got[-5:]), got[-5:]
+        told = [m for m in rider.backlog if m.get("type") == "error" and m.get("code") == "rate_limited"]
+        assert 1 <= len(told) <= 4, told
+        assert dropped(srv)["rate_limited"] >= 500
+        console.close()
+    finally:
+        srv.stop()
+
+
+PER_KM = {"last_updated": "2025-11-29T12:00:00+09:00", "ttl": 0, "version": "3.0", "data": {"plans": [
+    {"plan_id": "per-km", "name": [{"text": "Per km", "language": "en"}], "currency": "KRW", "price": 500,
+     "is_taxable": False, "description": [{"text": "500 unlock, 100 per km", "language": "en"}],
+     "per_km_pricing": [{"start": 0, "rate": 100, "interval": 1}]}]}}
+
+
+def test_an_operators_end_distance_is_billed_after_the_app_sent_positions(tmp_path):
+    """Finding 6. On a per-km plan the app sends one position; an operator ends the ride with
+    distance 5000 (over ride.v1, and over the server API) and 5 km is billed, the end recorded
+    as the operator's. A rider's own distance still counts only for a ride without positions."""
+    plans = tmp_path / "plans.json"
+    plans.write_text(json.dumps(PER_KM))
+    srv = serve(tmp_path, "--plans", str(plans))
+    try:
+        rider, ops = connect(srv, "gina"), connect(srv, "ops-1", ops=True)
+        for ride in ("r-o1", "r-o2", "r-o3"):
+            rider.request({"type": "start", "ride": ride, "plan": "per-km", "lat": lat_at(0), "lon": LON})
+            rider.send({"type": "position", "ride": ride, "lat": lat_at(0), "lon": LON, "at": now_ms(), "accuracy": 5})
+            assert sync(rider, ride)["distance"] == 0
+        ended = ops.request({"type": "end", "ride": "r-o1", "distance": 5000})
+        assert (ended["type"], ended["state"]) == ("state", "ended"), ended
+        receipt = ended["receipt"]
+        assert receipt["distance"] == 5000 and receipt["reason"] == "operator", receipt
+        assert {"label": "distance", "km": 5, "amount": 500}.items() <= next(
+            line for line in receipt["lines"] if line["label"] == "distance").items(), receipt["lines"]
+        assert receipt["fare"] == 1000, receipt
+
+        request = urllib.request.Request(srv.http + "/v1/rides/r-o2/end", data=json.dumps({"distance": 5000}).encode(),
+                                         method="POST", headers={"Authorization": "Bearer " + token("ops-1", ops=True),
+                                                                 "Content-Type": "application/json", "Idempotency-Key": "end-r-o2"})
+        with urllib.request.urlopen(request, timeout=5) as r:
+            api = json.loads(r.read())
+        assert api["receipt"]["distance"] == 5000 and api["receipt"]["fare"] == 1000, api
+
+        own = rider.request({"type": "end", "ride": "r-o3", "distance": 5000})
+        assert "distance" not in own["receipt"] and own["receipt"]["fare"] == 500, own["receipt"]  # none went
+    finally:
+        srv.stop()

@@ -142,9 +142,26 @@ public final class PublicKey: Sendable {
         return key
     }
 
+    /// Refuses an RSA key too weak to mean anything, whole, whatever file it came from. With
+    /// e = 1 a "signature" is its own message (s¹ mod n = s), so anyone forges a token by
+    /// writing out the padded digest; an even e is not an RSA key at all (no inverse exists).
     private func checkSize(label: String) throws(KeyError) {
-        if algorithm == .rs256, bits < Self.minimumRSABits {
+        guard algorithm == .rs256 else { return }
+        if bits < Self.minimumRSABits {
             throw KeyError("\(label): RSA key of \(bits) bits; RS256 needs at least \(Self.minimumRSABits)")
+        }
+        let usable = pkey.withLock { key -> Bool in
+            var e: OpaquePointer?
+            guard EVP_PKEY_get_bn_param(key, "e", &e) == 1, let e else {
+                ERR_clear_error()
+                return false
+            }
+            defer { BN_free(e) }
+            // Odd and not 1: at least 3 (65537 in practice).
+            return BN_is_odd(e) == 1 && BN_is_one(e) == 0
+        }
+        if !usable {
+            throw KeyError("\(label): RSA public exponent must be odd and at least 3 (65537 in practice)")
         }
     }
 

@@ -6,7 +6,7 @@ public let tokenOptions = OptionTable(usage: """
     Usage: ridepush token [--watch | --control] [--ride ID]... [--sub RIDER] [--ops]
                           [--ttl DURATION] [--jwt-secret-file FILE | --store PATH]
            ridepush token --verify TOKEN [--jwks-file FILE] [--jwt-public-key FILE]
-                          [--jwt-secret-file FILE] [--jwt-issuer ISS] [--jwt-audience AUD]
+                          [--jwt-secret-file FILE] [--jwt-issuer ISS --jwt-audience AUD | --jwt-any-issuer]
     """, about: "Prints a signed token (HS256 JWT) for RidePush, or checks one (--verify).", options: [
     .flag("--watch", help: "watch-only token (the default)"),
     .flag("--control", help: "token that may start rides and act on its rider's rides"),
@@ -22,6 +22,7 @@ public let tokenOptions = OptionTable(usage: """
     .string("--jwt-issuer", placeholder: "ISS", needs: "an issuer", help: "with --verify: the iss identity-provider tokens must carry"),
     .string("--jwt-audience", placeholder: "AUD", needs: "an audience", help: "with --verify: the aud identity-provider tokens must name"),
     .string("--jwt-claim-namespace", placeholder: "PREFIX", needs: "a prefix", help: "with --verify: read scope, rides, ops as PREFIXscope, … from identity-provider tokens"),
+    .flag("--jwt-any-issuer", help: "with --verify: accept identity-provider tokens whatever iss or aud they carry where --jwt-issuer or --jwt-audience is not given (as serve does with it)"),
 ], footer: """
     The secret (at least 32 bytes) comes from --jwt-secret-file or RIDEPUSH_JWT_SECRET and
     must match the server's. A server started without one keeps the secret it made in
@@ -49,6 +50,7 @@ public func tokenCommand(arguments: [String], environment: [String: String],
     for option in ["--jwks-file", "--jwt-public-key", "--jwt-issuer", "--jwt-audience", "--jwt-claim-namespace"] where o.string(option) != nil {
         return usageError("\(option) goes with --verify (a made token is HS256 with the shared secret)")
     }
+    if o.flag("--jwt-any-issuer") { return usageError("--jwt-any-issuer goes with --verify (a made token is HS256 with the shared secret)") }
     if o.flag("--watch"), o.flag("--control") { return usageError("--watch and --control exclude each other") }
     let rides = o.strings("--ride")
     let sub = o.string("--sub")

@@ -18,11 +18,32 @@ public final class TokenVerifier: Sendable {
         /// `…/ops` are read in place of `scope`, `rides` and `ops` (Auth0 requires namespaced
         /// custom claims; its own `scope` is the OAuth one). nil: the bare names.
         public var claimNamespace: String?
+        /// Accept identity-provider tokens whatever `iss` or `aud` they carry where `issuer` or
+        /// `audience` is not set. Must be said explicitly: a shared key set (Firebase's, Google's)
+        /// signs tokens for every project that uses it, so without both pins any of them could
+        /// act here, `ops: true` included.
+        public var anyIssuer: Bool
 
-        public init(issuer: String? = nil, audience: String? = nil, claimNamespace: String? = nil) {
+        public init(issuer: String? = nil, audience: String? = nil, claimNamespace: String? = nil, anyIssuer: Bool = false) {
             self.issuer = issuer
             self.audience = audience
             self.claimNamespace = claimNamespace
+            self.anyIssuer = anyIssuer
+        }
+
+        /// An explicit "any issuer, any audience" (tests, one-provider set-ups that pin nothing).
+        public static let anyIssuerAllowed = Policy(anyIssuer: true)
+
+        /// What identity-provider tokens lack to be accepted: "issuer", "audience", "issuer and
+        /// audience", or nil when both are pinned or `anyIssuer` waives them.
+        public var unpinned: String? {
+            if anyIssuer { return nil }
+            switch (issuer == nil, audience == nil) {
+            case (true, true): return "issuer and audience"
+            case (true, false): return "issuer"
+            case (false, true): return "audience"
+            case (false, false): return nil
+            }
         }
     }
 
@@ -57,8 +78,9 @@ public final class TokenVerifier: Sendable {
         reload(try KeySet.load(jwksFile: jwksFile, publicKeyFile: publicKeyFile))
     }
 
-    /// Checks, in order: size and shape, header (alg, kid → key, the key's algorithm), the
-    /// signature, then claims (`iss`/`aud` when configured, types) and `exp`/`nbf` against `now`
+    /// Checks, in order: size and shape, header (alg, kid → key, the key's algorithm), that the
+    /// policy pins issuer and audience (or says `anyIssuer`), the signature, then claims
+    /// (`iss`/`aud` when configured, types) and `exp`/`nbf` against `now`
     /// with `TokenSigner.leeway`. An identity provider's token must carry `exp`.
     public func verify(_ token: String, now: Int64) throws(TokenError) -> TokenClaims {
         let (parts, header) = try TokenSigner.split(token)
@@ -86,6 +108,11 @@ public final class TokenVerifier: Sendable {
         }
         guard let algorithm = KeyAlgorithm(rawValue: alg), !keys.isEmpty else {
             throw TokenError(.unsupportedAlgorithm, "token alg \"\(TokenSigner.printable(alg))\" refused (accepted: \(accepted))")
+        }
+        // Refused before any crypto: with a pin missing, a token the same keys signed for
+        // another project would pass every check below.
+        if let missing = policy.unpinned {
+            throw TokenError(.invalidClaims, "identity-provider tokens are refused: no \(missing) configured (--jwt-issuer, --jwt-audience, or --jwt-any-issuer to accept any)")
         }
         if let typ = header["typ"], typ.string == nil {
             throw TokenError(.malformed, "token typ is not a string")

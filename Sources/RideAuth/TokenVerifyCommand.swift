@@ -24,7 +24,7 @@ func verifyTokenCommand(_ token: String, options o: ParsedOptions, environment: 
         return ("ridepush token: nothing to verify with: give --jwks-file, --jwt-public-key, --jwt-secret-file or RIDEPUSH_JWT_SECRET\n", 2)
     }
     let policy = TokenVerifier.Policy(issuer: o.string("--jwt-issuer"), audience: o.string("--jwt-audience"),
-                                      claimNamespace: o.string("--jwt-claim-namespace"))
+                                      claimNamespace: o.string("--jwt-claim-namespace"), anyIssuer: o.flag("--jwt-any-issuer"))
     let verifier = TokenVerifier(secret: secret, keys: keys, policy: policy)
     do {
         let claims = try verifier.verify(token, now: now)

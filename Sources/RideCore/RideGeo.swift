@@ -3,11 +3,12 @@
 /// what the server owes the ride's subscribers and the store after each report (a `zone` push,
 /// a `fleet_warning`, a checkpoint). Start and end are judged here too (`canStart`, `canEnd`).
 ///
-/// Two clocks, on purpose: the trace filter reads only the fixes' own `at` (the device's clock,
-/// so a replay gives the same distance), while freshness ("a position in the last 60 s"), the
-/// checkpoint interval and zone activity (`start`/`end` of a zone) read `now`, the server's
-/// clock, which the caller passes in. A device whose clock is off cannot then make an old
-/// position look fresh, and tests drive time by hand.
+/// Two clocks, and the server's decides: the device's `at` orders the fixes, but a fix is
+/// judged against `now`, the server's clock the caller passes in (TraceFilter: none from more
+/// than a few seconds ahead, none faster than real time). Freshness ("a position in the last
+/// 60 s"), the position rate, warning coalescing, the checkpoint interval and zone activity
+/// (`start`/`end` of a zone) read `now` only. A device whose clock is off cannot then make an
+/// old position look fresh or a made-up trace look ridden, and tests drive time by hand.
 public struct RideGeo: Sendable {
     public struct Config: Sendable, Equatable {
         public var limits: TraceFilter.Limits
@@ -15,12 +16,20 @@ public struct RideGeo: Sendable {
         public var checkpointInterval: UnixMillis
         /// With zones configured, `end` needs a position received at most this long ago.
         public var positionFreshness: UnixMillis
+        /// Position reports of one ride judged per second of server time; the rest are dropped
+        /// unread. A device reports once a second; five leaves room for bursts after a stall.
+        public var maxReportsPerSecond: Int
+        /// At most one `fleet_warning` per ride this often: entries in between are held, and
+        /// the last one goes out when the interval is over (`dueWarning`).
+        public var warningInterval: UnixMillis
 
         public init(limits: TraceFilter.Limits = TraceFilter.Limits(), checkpointInterval: UnixMillis = 30_000,
-                    positionFreshness: UnixMillis = 60_000) {
+                    positionFreshness: UnixMillis = 60_000, maxReportsPerSecond: Int = 5, warningInterval: UnixMillis = 5_000) {
             self.limits = limits
             self.checkpointInterval = checkpointInterval
             self.positionFreshness = positionFreshness
+            self.maxReportsPerSecond = maxReportsPerSecond
+            self.warningInterval = warningInterval
         }
     }
 
@@ -30,9 +39,13 @@ public struct RideGeo: Sendable {
         /// The new rules at the ride's position when what subscribers see (zone name or any of
         /// the four rules) changed: push `{"type":"zone",…}` with it. Nil: nothing to push.
         public var zoneChange: ZoneDecision?
-        /// Set when the ride entered a place where riding through is not allowed: the ops feed
-        /// gets a `fleet_warning` naming it.
-        public var fleetWarning: ZoneDecision?
+        /// A `fleet_warning` for the ops feed: the place where riding through is not allowed that
+        /// the ride entered now, or one it entered during the last `warningInterval` and held
+        /// until now. `at` is when the ride entered it.
+        public var fleetWarning: HeldWarning?
+        /// Dropped for the ride's position rate, and the first such drop of this second: the
+        /// sender is told `rate_limited` (once, not once per message).
+        public var tellRateLimited: Bool = false
         /// Distance or position changed and the last checkpoint is `checkpointInterval` old:
         /// write one (then call `checkpointed(at:)`).
         public var checkpointDue: Bool
@@ -54,9 +67,15 @@ public struct RideGeo: Sendable {
     public private(set) var place: GeoPoint?
     /// Server time the last known position arrived (the start counts when it had one).
     public private(set) var placeReceivedAt: UnixMillis?
-    /// Any `position` message at all, counted or dropped: the client's `end` distance is
-    /// billed only for a ride that sent none.
+    /// Any `position` message at all, counted or dropped: a rider's `end` distance is billed
+    /// only for a ride that sent none.
     public private(set) var reports: Int64 = 0
+    /// The position rate's one-second window (server time) and the reports judged in it.
+    private var windowStart: UnixMillis?
+    private var windowReports = 0
+    /// When the last `fleet_warning` went out, and an entry since then waiting for the interval.
+    private var lastWarningAt: UnixMillis?
+    public private(set) var heldWarning: HeldWarning?
     public private(set) var lastCheckpointAt: UnixMillis
     private var checkpointedMillimetres: Int64
     private var checkpointedLast: TracePoint?
@@ -86,7 +105,7 @@ public struct RideGeo: Sendable {
         self.zones = zones
         self.vehicleType = vehicleType
         self.config = config
-        trace = TraceFilter(limits: config.limits, metres: metres, last: last)
+        trace = TraceFilter(limits: config.limits, metres: metres, last: last, receivedAt: receivedAt)
         place = last?.point
         placeReceivedAt = last == nil ? nil : receivedAt
         current = last.flatMap { p in zones?.decide(at: p.point, vehicleType: vehicleType, time: now) }
@@ -115,14 +134,24 @@ public struct RideGeo: Sendable {
     /// One `position` message, received at `now`.
     public mutating func report(_ p: TracePoint, now: UnixMillis) -> Outcome {
         reports += 1
-        let verdict = trace.offer(p)
+        if windowStart.map({ now - $0 >= 1000 }) ?? true {
+            windowStart = now
+            windowReports = 0
+        }
+        windowReports += 1
+        guard windowReports <= config.maxReportsPerSecond else {
+            var o = Outcome(verdict: .dropped(.rateLimited), zoneChange: nil, fleetWarning: dueWarning(now: now),
+                            checkpointDue: checkpointDue(now: now))
+            o.tellRateLimited = windowReports == config.maxReportsPerSecond + 1
+            return o
+        }
+        let verdict = trace.offer(p, receivedAt: now)
         guard case .accepted = verdict else {
-            return Outcome(verdict: verdict, zoneChange: nil, fleetWarning: nil, checkpointDue: checkpointDue(now: now))
+            return Outcome(verdict: verdict, zoneChange: nil, fleetWarning: dueWarning(now: now), checkpointDue: checkpointDue(now: now))
         }
         place = p.point
         placeReceivedAt = now
         var change: ZoneDecision?
-        var warning: ZoneDecision?
         if let zones {
             let d = zones.decide(at: p.point, vehicleType: vehicleType, time: now)
             let before = current
@@ -132,11 +161,22 @@ public struct RideGeo: Sendable {
                 // Entering: through was allowed before (or nothing was known), or this is
                 // another zone than the one already warned about.
                 if !d.rules.rideThroughAllowed, before.map({ $0.rules.rideThroughAllowed || $0.zone != d.zone }) ?? true {
-                    warning = d
+                    heldWarning = HeldWarning(zone: d, at: now)
                 }
             }
         }
-        return Outcome(verdict: verdict, zoneChange: change, fleetWarning: warning, checkpointDue: checkpointDue(now: now))
+        return Outcome(verdict: verdict, zoneChange: change, fleetWarning: dueWarning(now: now), checkpointDue: checkpointDue(now: now))
+    }
+
+    /// The held `fleet_warning`, once `warningInterval` has passed since the last one went out
+    /// (which it then is). Asked with every report and by the desk's sweep, so a ride that
+    /// stops reporting inside a zone is still warned about.
+    public mutating func dueWarning(now: UnixMillis) -> HeldWarning? {
+        guard let held = heldWarning else { return nil }
+        if let last = lastWarningAt, now - last < config.warningInterval { return nil }
+        heldWarning = nil
+        lastWarningAt = now
+        return held
     }
 
     /// What a `zone` message shows: the name and the four rules (not the zone's index, nor
@@ -184,10 +224,24 @@ public struct RideGeo: Sendable {
         return force && isOps ? .forced(refusal) : .refused(refusal)
     }
 
-    /// The distance to bill: the trace's, or the client's `end` distance for a ride that
-    /// sent no positions (0 when it gave none either).
-    public func billedMetres(clientDistance: Int64?) -> Int64 {
-        reports > 0 ? trace.metres : (clientDistance ?? 0)
+    /// The distance to bill. An operator's `end` distance wins (they looked at the odometer,
+    /// or settled a dispute); otherwise the trace's, and a rider's `end` distance only for a
+    /// ride that sent no positions (0 when it gave none either).
+    public func billedMetres(clientDistance: Int64?, byOperator: Bool = false) -> Int64 {
+        if byOperator, let clientDistance { return clientDistance }
+        return reports > 0 ? trace.metres : (clientDistance ?? 0)
+    }
+}
+
+/// A ride's entry into a place where riding through is not allowed, for the operators: the
+/// rules there and when (server time) the ride entered.
+public struct HeldWarning: Sendable, Equatable {
+    public var zone: ZoneDecision
+    public var at: UnixMillis
+
+    public init(zone: ZoneDecision, at: UnixMillis) {
+        self.zone = zone
+        self.at = at
     }
 }
 

@@ -31,8 +31,9 @@ let serveOptions: OptionTable = {
         // The identity provider's tokens (docs/jwks.md); re-read on SIGHUP.
         .string("--jwks-file", placeholder: "FILE", env: "RIDEPUSH_JWKS_FILE", help: "the identity provider's public keys as a JWKS (RS256, ES256, EdDSA), chosen by the token's kid; re-read on SIGHUP"),
         .string("--jwt-public-key", placeholder: "FILE", env: "RIDEPUSH_JWT_PUBLIC_KEY", help: "one PEM public key (RSA, P-256 or Ed25519) for the identity provider's tokens; re-read on SIGHUP"),
-        .string("--jwt-issuer", placeholder: "ISS", env: "RIDEPUSH_JWT_ISSUER", help: "required iss of the identity provider's tokens"),
-        .string("--jwt-audience", placeholder: "AUD", env: "RIDEPUSH_JWT_AUDIENCE", help: "required aud of the identity provider's tokens"),
+        .string("--jwt-issuer", placeholder: "ISS", env: "RIDEPUSH_JWT_ISSUER", help: "the iss the identity provider's tokens must carry; required with --jwks-file or --jwt-public-key (or --jwt-any-issuer)"),
+        .string("--jwt-audience", placeholder: "AUD", env: "RIDEPUSH_JWT_AUDIENCE", help: "the aud the identity provider's tokens must name; required with --jwks-file or --jwt-public-key (or --jwt-any-issuer)"),
+        .flag("--jwt-any-issuer", env: "RIDEPUSH_JWT_ANY_ISSUER", help: "accept the identity provider's tokens whatever iss or aud they carry where --jwt-issuer or --jwt-audience is not given (never with a shared key set such as Firebase's: any project's tokens would be accepted); logged as a warning at start"),
         .string("--jwt-claim-namespace", placeholder: "PREFIX", env: "RIDEPUSH_JWT_CLAIM_NAMESPACE", help: "read scope, rides and ops of the identity provider's tokens as PREFIXscope, PREFIXrides, PREFIXops"),
         .string("--tls-cert", placeholder: "FILE", env: "RIDEPUSH_TLS_CERT", help: "PEM certificate: serve https:// and wss://"),
         .string("--tls-key", placeholder: "FILE", env: "RIDEPUSH_TLS_KEY", help: "PEM private key"),
@@ -130,7 +131,18 @@ func serveCommand(_ args: [String]) -> Int32 {
                 throw ServerError(error.message)
             }
             c.tokenPolicy = TokenVerifier.Policy(issuer: o.string("--jwt-issuer"), audience: o.string("--jwt-audience"),
-                                                 claimNamespace: o.string("--jwt-claim-namespace"))
+                                                 claimNamespace: o.string("--jwt-claim-namespace"), anyIssuer: o.flag("--jwt-any-issuer"))
+            if !c.identityKeys.isEmpty {
+                // Whoever else the provider's keys sign for (a shared key set signs for every
+                // project) would otherwise be accepted here, ops tokens included.
+                if let missing = c.tokenPolicy.unpinned {
+                    throw ServerError("--jwks-file and --jwt-public-key need --jwt-issuer and --jwt-audience (no \(missing) given): without them a token the same keys signed for anyone else is accepted. To accept any issuer and audience on purpose, add --jwt-any-issuer")
+                }
+                let open = [c.tokenPolicy.issuer == nil ? "iss" : nil, c.tokenPolicy.audience == nil ? "aud" : nil].compactMap { $0 }
+                if c.tokenPolicy.anyIssuer, !open.isEmpty {
+                    Log.warn("--jwt-any-issuer: the identity provider's tokens are accepted whatever their \(open.joined(separator: " and ")); anyone those keys sign tokens for may act here, ops included")
+                }
+            }
             c.auth = .jwt(secret: configuredSecret)  // with no key either, a generated one is set once the store opened
         }
         c.webhooks = o.strings("--webhook")

@@ -33,7 +33,8 @@ func refusal(_ token: String, _ verifier: TokenVerifier, at time: Int64 = now) -
 }
 
 final class JWKSVerifyTests: XCTestCase {
-    func verifier(secret: [UInt8]? = testSecret, policy: TokenVerifier.Policy = .init()) throws -> TokenVerifier {
+    /// Any issuer unless a test says otherwise: these tests are about keys and signatures.
+    func verifier(secret: [UInt8]? = testSecret, policy: TokenVerifier.Policy = .anyIssuerAllowed) throws -> TokenVerifier {
         TokenVerifier(secret: secret, keys: try Keys.providerSet(), policy: policy)
     }
 
@@ -167,9 +168,39 @@ final class JWKSVerifyTests: XCTestCase {
         XCTAssertEqual(try v.verify(TokenSigner(secret: testSecret).sign(riderExpected), now: now), riderExpected)
     }
 
+    /// A shared key set (Firebase's, Google's) signs for every project: a token another
+    /// project minted, `ops` and all, is refused for its iss or its aud.
+    func testAnotherIssuersTokenIsRefused() throws {
+        let v = try verifier(policy: .init(issuer: "https://idp.example/", audience: "ridepush"))
+        let ours = Keys.rsa.token(kid: "r1", payload: #"{"iss":"https://idp.example/","aud":"ridepush","sub":"ops-1","scope":"control","ops":true,"exp":\#(now + 600)}"#)
+        XCTAssertEqual(try v.verify(ours, now: now).ops, true)
+        let theirs = Keys.rsa.token(kid: "r1", payload: #"{"iss":"https://other-project.example/","aud":"other-app","sub":"ops-1","scope":"control","ops":true,"exp":\#(now + 600)}"#)
+        XCTAssertEqual(refusal(theirs, v)?.message, "token iss is not the configured issuer")
+        let otherApp = Keys.rsa.token(kid: "r1", payload: #"{"iss":"https://idp.example/","aud":"other-app","sub":"ops-1","scope":"control","ops":true,"exp":\#(now + 600)}"#)
+        XCTAssertEqual(refusal(otherApp, v)?.message, "token aud does not name the configured audience")
+    }
+
+    /// Without both pins (and without saying "any issuer") no identity-provider token is
+    /// accepted at all, whatever it carries; RidePush's own HS256 tokens are not affected.
+    func testAPolicyWithoutIssuerAndAudienceRefusesTheProvidersTokens() throws {
+        let signed = Keys.ed25519.token(kid: "o1", payload: #"{"iss":"https://idp.example/","aud":"ridepush","sub":"rider-1","scope":"control","exp":\#(now + 600)}"#)
+        let unpinned = try verifier(policy: .init())
+        XCTAssertEqual(refusal(signed, unpinned)?.kind, .invalidClaims)
+        XCTAssertEqual(refusal(signed, unpinned)?.message,
+                       "identity-provider tokens are refused: no issuer and audience configured (--jwt-issuer, --jwt-audience, or --jwt-any-issuer to accept any)")
+        XCTAssertEqual(TokenVerifier.Policy(issuer: "https://idp.example/").unpinned, "audience")
+        XCTAssertEqual(TokenVerifier.Policy(audience: "ridepush").unpinned, "issuer")
+        XCTAssertEqual(refusal(signed, try verifier(policy: .init(issuer: "https://idp.example/")))?.kind, .invalidClaims)
+        XCTAssertNil(refusal(signed, try verifier(policy: .init(issuer: "https://idp.example/", audience: "ridepush"))))
+        XCTAssertNil(refusal(signed, try verifier(policy: .anyIssuerAllowed)))
+        // A pin given beside "any issuer" still holds.
+        XCTAssertEqual(refusal(signed, try verifier(policy: .init(audience: "elsewhere", anyIssuer: true)))?.kind, .invalidClaims)
+        XCTAssertEqual(try unpinned.verify(TokenSigner(secret: testSecret).sign(riderExpected), now: now), riderExpected)
+    }
+
     func testPEMKeyVerifiesTokensWithoutKid() throws {
         for key in [Keys.rsa, Keys.p256, Keys.ed25519] {
-            let v = TokenVerifier(secret: nil, keys: try KeySet([PublicKey.pem(key.pem(), name: "k.pem")]))
+            let v = TokenVerifier(secret: nil, keys: try KeySet([PublicKey.pem(key.pem(), name: "k.pem")]), policy: .anyIssuerAllowed)
             XCTAssertEqual(try v.verify(key.token(kid: nil, payload: riderClaims), now: now), riderExpected, key.alg)
             XCTAssertEqual(refusal(key.token(kid: "k", payload: riderClaims), v)?.kind, .unknownKey, key.alg)
         }
@@ -199,6 +230,27 @@ final class KeySetLoadTests: XCTestCase {
         let small = TestKeyPair(.rsa(bits: 1024))
         XCTAssertEqual(loadError([small.jwk(kid: "s")]), #"idp.jwks key 1 (kid "s"): RSA key of 1024 bits; RS256 needs at least 2048"#)
         XCTAssertThrowsError(try PublicKey.pem(small.pem(), name: "small.pem"))
+    }
+
+    /// A real 2048-bit modulus with e = 1: every "signature" is its own message, so anyone
+    /// could sign. Refused whole, as a short key is, in a key set and as PEM; so is an even e
+    /// (2, 65536), while e = 3 and 65537 load.
+    func testRSAExponentMustBeOddAndAtLeastThree() throws {
+        let n = Base64URL.decode(try JSON.parse("{" + Keys.rsa.jwkMembers() + "}")["n"]!.string!)!
+        func member(_ e: [UInt8]) -> String { #"{"kid":"w","kty":"RSA","n":"\#(b64(n))","e":"\#(b64(e))"}"# }
+        let why = #"idp.jwks key 1 (kid "w"): RSA public exponent must be odd and at least 3 (65537 in practice)"#
+        XCTAssertEqual(loadError([member([1])]), why)
+        XCTAssertEqual(loadError([member([2])]), why)
+        XCTAssertEqual(loadError([member([1, 0, 0])]), why)  // 65536
+        XCTAssertNil(loadError([member([3])]))
+        XCTAssertNil(loadError([member([1, 0, 1])]))
+        // The whole set is refused, not just the weak key: a reload keeps the keys in force.
+        XCTAssertEqual(loadError([Keys.p256.jwk(kid: "e1"), member([1])]),
+                       #"idp.jwks key 2 (kid "w"): RSA public exponent must be odd and at least 3 (65537 in practice)"#)
+        XCTAssertThrowsError(try PublicKey.pem(rsaPublicPEM(n: n, e: [1]), name: "weak.pem")) { error in
+            XCTAssertEqual((error as! KeyError).message, "weak.pem: RSA public exponent must be odd and at least 3 (65537 in practice)")
+        }
+        XCTAssertEqual(try PublicKey.pem(rsaPublicPEM(n: n, e: [1, 0, 1]), name: "good.pem").algorithm, .rs256)
     }
 
     func testUnsupportedCurvesAndTypes() {
@@ -255,7 +307,7 @@ final class KeyRotationTests: XCTestCase {
     func testReloadSwapsTheWholeSet() throws {
         let before = try KeySet(KeySet.jwks(jwks([Keys.rsa.jwk(kid: "2025"), Keys.p256.jwk(kid: "e1")]), name: "a"))
         let after = try KeySet(KeySet.jwks(jwks([Keys.otherRSA.jwk(kid: "2026"), Keys.p256.jwk(kid: "e1")]), name: "b"))
-        let v = TokenVerifier(secret: nil, keys: before)
+        let v = TokenVerifier(secret: nil, keys: before, policy: .anyIssuerAllowed)
         let old = Keys.rsa.token(kid: "2025", payload: riderClaims)
         let new = Keys.otherRSA.token(kid: "2026", payload: riderClaims)
         let kept = Keys.p256.token(kid: "e1", payload: riderClaims)
@@ -275,7 +327,7 @@ final class KeyRotationTests: XCTestCase {
         let path = NSTemporaryDirectory() + "ridepush-rotate-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data(jwks([Keys.rsa.jwk(kid: "old")])).write(to: URL(fileURLWithPath: path))
-        let v = TokenVerifier(secret: nil, keys: try KeySet.load(jwksFile: path, publicKeyFile: nil))
+        let v = TokenVerifier(secret: nil, keys: try KeySet.load(jwksFile: path, publicKeyFile: nil), policy: .anyIssuerAllowed)
         let old = Keys.rsa.token(kid: "old", payload: riderClaims)
         let new = Keys.ed25519.token(kid: "new", payload: riderClaims)
         // A half-written file: refused, and the old key still verifies.
@@ -298,7 +350,7 @@ final class KeyRotationTests: XCTestCase {
     func testReloadUnderConcurrentVerifies() throws {
         let a = try KeySet(KeySet.jwks(jwks([Keys.ed25519.jwk(kid: "a")]), name: "a"))
         let b = try KeySet(KeySet.jwks(jwks([Keys.otherEd25519.jwk(kid: "b")]), name: "b"))
-        let v = TokenVerifier(secret: nil, keys: a)
+        let v = TokenVerifier(secret: nil, keys: a, policy: .anyIssuerAllowed)
         let tokens = [Keys.ed25519.token(kid: "a", payload: riderClaims), Keys.otherEd25519.token(kid: "b", payload: riderClaims)]
         let outcomes = Locked([String: Int]())
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
@@ -330,16 +382,21 @@ final class VerifyCommandTests: XCTestCase {
         try Data(jwks([Keys.p256.jwk(kid: "e1")])).write(to: URL(fileURLWithPath: path))
         let token = Keys.p256.token(kid: "e1", payload: riderClaims)
 
-        let ok = tokenCommand(arguments: ["--verify", token, "--jwks", path], environment: [:], now: now)
+        // As the server: the provider's tokens need issuer and audience, or "any" said outright.
+        let unpinned = tokenCommand(arguments: ["--verify", token, "--jwks", path], environment: [:], now: now)
+        XCTAssertEqual(unpinned.status, 1, unpinned.output)
+        XCTAssertTrue(unpinned.output.contains("no issuer and audience configured"), unpinned.output)
+
+        let ok = tokenCommand(arguments: ["--verify", token, "--jwks", path, "--jwt-any-issuer"], environment: [:], now: now)
         XCTAssertEqual(ok.status, 0, ok.output)
         XCTAssertEqual(ok.output, #"{"exp":\#(now + 600),"iat":\#(now),"scope":"control","sub":"rider-1"}"# + "\n")
 
-        let foreign = tokenCommand(arguments: ["--verify", Keys.otherP256.token(kid: "e1", payload: riderClaims), "--jwks-file", path],
-                                   environment: [:], now: now)
+        let foreign = tokenCommand(arguments: ["--verify", Keys.otherP256.token(kid: "e1", payload: riderClaims), "--jwks-file", path,
+                                                           "--jwt-any-issuer"], environment: [:], now: now)
         XCTAssertEqual(foreign.status, 1)
         XCTAssertEqual(foreign.output, "ridepush token: refused (badSignature): token signature does not match\n")
 
-        let late = tokenCommand(arguments: ["--verify", token, "--jwks", path], environment: [:], now: now + 700)
+        let late = tokenCommand(arguments: ["--verify", token, "--jwks", path, "--jwt-any-issuer"], environment: [:], now: now + 700)
         XCTAssertEqual(late.output, "ridepush token: refused (expired): token expired\n")
 
         let nothing = tokenCommand(arguments: ["--verify", token], environment: [:], now: now)

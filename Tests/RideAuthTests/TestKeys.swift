@@ -139,6 +139,31 @@ final class TestKeyPair {
 
 func b64(_ bytes: [UInt8]) -> String { Base64URL.encode(bytes) }
 
+/// An RSA public key built by hand from a modulus and exponent (libcrypto imports any e), as
+/// SubjectPublicKeyInfo PEM: how a weak key a provider (or an attacker) publishes would look.
+func rsaPublicPEM(n: [UInt8], e: [UInt8]) -> [UInt8] {
+    let bn = BN_bin2bn(n, Int32(n.count), nil)!, be = BN_bin2bn(e, Int32(e.count), nil)!
+    defer { BN_free(bn); BN_free(be) }
+    let builder = OSSL_PARAM_BLD_new()!
+    defer { OSSL_PARAM_BLD_free(builder) }
+    // OSSL_PARAM_BLD keeps the name pointers until to_param: static strings, not bridged ones.
+    func name(_ s: StaticString) -> UnsafePointer<CChar> { UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self) }
+    precondition(OSSL_PARAM_BLD_push_BN(builder, name("n"), bn) == 1 && OSSL_PARAM_BLD_push_BN(builder, name("e"), be) == 1)
+    let params = OSSL_PARAM_BLD_to_param(builder)!
+    defer { OSSL_PARAM_free(params) }
+    let ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil)!
+    defer { EVP_PKEY_CTX_free(ctx) }
+    var key: OpaquePointer?
+    precondition(EVP_PKEY_fromdata_init(ctx) == 1 && EVP_PKEY_fromdata(ctx, &key, ridepush_EVP_PKEY_PUBLIC_KEY(), params) == 1)
+    defer { EVP_PKEY_free(key) }
+    let bio = BIO_new(BIO_s_mem())!
+    defer { BIO_free(bio) }
+    precondition(PEM_write_bio_PUBKEY(bio, key) == 1)
+    var out = [UInt8](repeating: 0, count: Int(BIO_ctrl_pending(bio)))
+    precondition(BIO_read(bio, &out, Int32(out.count)) == out.count)
+    return out
+}
+
 /// `{"keys":[...]}` of these JWKs.
 func jwks(_ members: [String]) -> [UInt8] {
     Array(#"{"keys":["#.utf8) + Array(members.joined(separator: ",").utf8) + Array("]}".utf8)

@@ -66,7 +66,7 @@ fileprivate let startPoint = GeoPoint(lat: -0.0005, lon: -0.0005)
         func send(_ p: TracePoint, _ now: UnixMillis) -> RideGeo.Outcome {
             let o = geo.report(p, now: now)
             if let z = o.zoneChange { pushes.append(Seen(z)) }
-            if let w = o.fleetWarning { warnings.append(Seen(w)) }
+            if let w = o.fleetWarning { warnings.append(Seen(w.zone)) }
             if o.accepted { accepted.append(p) }
             if o.checkpointDue {
                 checkpoints.append(now)
@@ -161,7 +161,7 @@ fileprivate let startPoint = GeoPoint(lat: -0.0005, lon: -0.0005)
         #expect(geo.canEnd(now: t0, force: false, isOps: false) == .refused(.positionRequired))
         let o = geo.report(TracePoint(lat: 0.0025, lon: 0.0025, at: t0, accuracy: 3), now: t0)
         #expect(o.zoneChange.map(Seen.init) == inB)
-        #expect(o.fleetWarning.map(Seen.init) == inB)
+        #expect(o.fleetWarning.map { Seen($0.zone) } == inB)
         // Staying inside: nothing new to push or warn about.
         let p = geo.report(TracePoint(lat: 0.00252, lon: 0.0025, at: t0 + 1000, accuracy: 3), now: t0 + 1000)
         #expect(p.accepted && p.zoneChange == nil && p.fleetWarning == nil)

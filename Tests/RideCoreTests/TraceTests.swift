@@ -94,8 +94,51 @@ fileprivate func point(_ g: GeoPoint, _ at: UnixMillis, accuracy: Double = 5) ->
     TracePoint(lat: g.lat, lon: g.lon, at: at, accuracy: accuracy)
 }
 
+extension TraceFilter {
+    /// A fix received the instant it was made (device and server clocks agree): the filter's
+    /// own rules, with the server's clock out of the way.
+    @discardableResult
+    fileprivate mutating func offer(_ p: TracePoint) -> Verdict { offer(p, receivedAt: p.at) }
+    fileprivate func judge(_ p: TracePoint) -> Verdict { judge(p, receivedAt: p.at) }
+}
+
 @Suite struct TraceFilterTests {
     let t0: UnixMillis = 1_764_430_000_000
+
+    /// The server's clock bounds the device's: a fix more than 5 s ahead of its receipt is from
+    /// the future, and fixes that arrive faster than real time are too fast however their
+    /// stamps are spaced, whether stamped ahead or back-dated and sent in a burst.
+    @Test func fixesCannotArriveFasterThanRealTime() {
+        var ahead = TraceFilter()
+        ahead.offer(point(cityHall, t0), receivedAt: t0)
+        var aheadVerdicts: [TraceFilter.Verdict] = []
+        for i in Int64(1)...19 {  // 15 m and 1 s of device time apart, 50 ms of server time apart
+            aheadVerdicts.append(ahead.offer(point(north(cityHall, 15 * Double(i)), t0 + i * 1000), receivedAt: t0 + i * 50))
+        }
+        // Five seconds of grace (a fast phone clock), then nothing: 75 m, not 285.
+        #expect(aheadVerdicts.prefix(5).allSatisfy { if case .accepted = $0 { true } else { false } })
+        #expect(aheadVerdicts.dropFirst(5).allSatisfy { $0 == .dropped(.future) })
+        #expect(ahead.metres == 75)
+
+        var backdated = TraceFilter()
+        let now = t0 + 100_000
+        backdated.offer(point(cityHall, t0), receivedAt: now)
+        for i in Int64(1)...19 {
+            #expect(backdated.offer(point(north(cityHall, 15 * Double(i)), t0 + i * 1000), receivedAt: now + i * 50) == .dropped(.tooFast))
+        }
+        #expect(backdated.metres == 0)
+        // Real time passing is what lets the ride move: 285 m after 19 more seconds is 54 km/h.
+        #expect(backdated.offer(point(north(cityHall, 285), t0 + 20_000), receivedAt: now + 19_000) == .accepted(metres: Geo.haversineMetres(cityHall, north(cityHall, 285))))
+        #expect(backdated.drops[.tooFast] == 19)
+    }
+
+    @Test func aResumedFilterForgetsAFutureItAcceptedBefore() {
+        // A checkpoint from before the future was checked: its fix is dated 2100, received at t0.
+        var f = TraceFilter(metres: 40, last: point(cityHall, 4_102_444_800_000), receivedAt: t0)
+        #expect(f.last?.at == t0)
+        #expect(f.offer(point(north(cityHall, 10), t0 + 2000), receivedAt: t0 + 2000) == .accepted(metres: Geo.haversineMetres(cityHall, north(cityHall, 10))))
+        #expect(f.metres == 50)
+    }
 
     @Test func theFirstPointCountsAndAddsNothing() {
         var f = TraceFilter()

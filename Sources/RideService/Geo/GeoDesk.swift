@@ -18,6 +18,8 @@ package final class GeoDesk {
     private var rides: [String: RideGeo] = [:]
     /// Rides whose distance or position changed since their last checkpoint.
     private var dirty: Set<String> = []
+    /// Rides holding a `fleet_warning` until their warning interval is over.
+    private var warnings: Set<String> = []
 
     package init(zones: Geofencing?, config: RideGeo.Config = RideGeo.Config(), clock: RideClock) {
         self.zones = zones
@@ -62,11 +64,11 @@ package final class GeoDesk {
         return geo.canEnd(now: clock.now(), force: force, isOps: isOps)
     }
 
-    /// The distance to bill at the end: the trace's, or `clientDistance` for a ride that sent
-    /// no positions.
-    package func billedMetres(_ ride: String, clientDistance: Int64?,
+    /// The distance to bill at the end: an operator's `clientDistance` when given, else the
+    /// trace's, or a rider's `clientDistance` for a ride that sent no positions.
+    package func billedMetres(_ ride: String, clientDistance: Int64?, byOperator: Bool = false,
                               load: () throws(StoreError) -> TraceCheckpoint?) throws(StoreError) -> Int64 {
-        try geo(ride, load: load).billedMetres(clientDistance: clientDistance)
+        try geo(ride, load: load).billedMetres(clientDistance: clientDistance, byOperator: byOperator)
     }
 
     /// The checkpoint written with a transition of `ride` (its distance and position as of
@@ -87,6 +89,7 @@ package final class GeoDesk {
     package func forget(_ ride: String) {
         rides[ride] = nil
         dirty.remove(ride)
+        warnings.remove(ride)
     }
 
     // MARK: positions
@@ -114,6 +117,7 @@ package final class GeoDesk {
         case .dropped(let why):
             counters.drop(why)
         }
+        if geo.heldWarning != nil { warnings.insert(ride) } else { warnings.remove(ride) }
         var checkpoint: TraceCheckpoint?
         if outcome.checkpointDue {
             geo.checkpointed(at: now)
@@ -140,6 +144,21 @@ package final class GeoDesk {
         }
         for c in out { dirty.remove(c.ride) }
         counters.add(counters.checkpoints, out.count)
+        return out
+    }
+
+    /// Held `fleet_warning`s whose ride's interval is over though no report arrived since to
+    /// send them (the worker asks at every group, as for checkpoints).
+    package func dueWarnings() -> [(ride: String, warning: HeldWarning)] {
+        guard !warnings.isEmpty else { return [] }
+        let now = clock.now()
+        var out: [(ride: String, warning: HeldWarning)] = []
+        for ride in warnings {
+            guard var geo = rides[ride], let w = geo.dueWarning(now: now) else { continue }
+            rides[ride] = geo
+            out.append((ride, w))
+        }
+        for w in out { warnings.remove(w.ride) }
         return out
     }
 
@@ -174,10 +193,12 @@ package final class GeoCounters: Sendable {
     package let accepted = Atomic<Int>(0)
     package let zoneLookups = Atomic<Int>(0)
     package let checkpoints = Atomic<Int>(0)
+    private let future = Atomic<Int>(0)
     private let stale = Atomic<Int>(0)
     private let tooSoon = Atomic<Int>(0)
     private let inaccurate = Atomic<Int>(0)
     private let tooFast = Atomic<Int>(0)
+    private let rateLimited = Atomic<Int>(0)
 
     package init() {}
 
@@ -185,10 +206,12 @@ package final class GeoCounters: Sendable {
 
     func drop(_ why: TraceDrop) {
         switch why {
+        case .future: add(future)
         case .stale: add(stale)
         case .tooSoon: add(tooSoon)
         case .inaccurate: add(inaccurate)
         case .tooFast: add(tooFast)
+        case .rateLimited: add(rateLimited)
         }
     }
 
@@ -197,10 +220,12 @@ package final class GeoCounters: Sendable {
         TraceDrop.allCases.map { why in
             let n: Int
             switch why {
+            case .future: n = future.load(ordering: .relaxed)
             case .stale: n = stale.load(ordering: .relaxed)
             case .tooSoon: n = tooSoon.load(ordering: .relaxed)
             case .inaccurate: n = inaccurate.load(ordering: .relaxed)
             case .tooFast: n = tooFast.load(ordering: .relaxed)
+            case .rateLimited: n = rateLimited.load(ordering: .relaxed)
             }
             return (why, n)
         }

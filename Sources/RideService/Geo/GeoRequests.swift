@@ -56,7 +56,9 @@ extension GeoDesk {
                 // Auth off: no roles, anyone may force.
                 let verdict = try canEnd(rid, force: geo?.force ?? false, isOps: access?.claims.ops ?? true, load: load)
                 if case .refused(let r) = verdict { return .refuse(GeoPublish.error(r, ride: rid, id: id)) }
-                let billed = try billedMetres(rid, clientDistance: metres, load: load)
+                // The operator's word wins over the device's trace (docs/fares.md); a rider's
+                // distance counts only for a ride that reported nothing. Auth off: no operators.
+                let billed = try billedMetres(rid, clientDistance: metres, byOperator: access?.claims.ops == true, load: load)
                 if case .forced = verdict { return .proceed(.command(.end, ride: rid, metres: billed), forced: true) }
                 return .proceed(.command(.end, ride: rid, metres: billed), forced: false)
             } catch {
@@ -85,8 +87,11 @@ extension GeoDesk {
             return refuse(ProtocolError(.unavailable, "ride storage is unavailable: \(error.message)", id: id))
         }
         var step = GeoStep(ride: p.ride, to: to, metres: r.metres, position: r.position)
+        if r.outcome.tellRateLimited {
+            step.error = ServerMessages.error(ProtocolError(.rateLimited, "more than \(config.maxReportsPerSecond) positions of ride \"\(p.ride)\" per second; the rest of this second's are dropped", id: id), prefix: prefix)
+        }
         if let d = r.outcome.zoneChange { step.zonePush = GeoPublish.zonePush(ride: p.ride, d, prefix: prefix) }
-        if let d = r.outcome.fleetWarning { step.warning = GeoPublish.fleetWarning(ride: p.ride, d, at: clock.now(), prefix: prefix) }
+        if let w = r.outcome.fleetWarning { step.warning = GeoPublish.fleetWarning(ride: p.ride, w.zone, at: w.at, prefix: prefix) }
         return (step, r.checkpoint)
     }
 }

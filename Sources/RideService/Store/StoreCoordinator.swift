@@ -193,6 +193,10 @@ package final class StoreCoordinator: GroupCommitClient {
         }
         // Traces that changed and are 30 s past their checkpoint, noticed without a report.
         for cp in desk.dueCheckpoints() { writes.append(.trace(cp)) }
+        // Operator warnings held back by a ride's warning interval, now that it is over.
+        for (rid, w) in desk.dueWarnings() {
+            steps.append(.geo(GeoStep(ride: rid, to: nil, warning: GeoPublish.fleetWarning(ride: rid, w.zone, at: w.at, prefix: pre))))
+        }
         return writes
     }
 
