@@ -100,6 +100,9 @@ function handle(m, p) {
       if (m.ride !== S.ride) return;
       S.warning = m.remaining;
       renderWarning();
+      // Heard once, as it arrives: the warning's own line (#warning) follows the ticks' time
+      // left, so it is not a live region.
+      if (!$('warning').hidden) announce($('warning').textContent);
       return;
     case 'share':
       if (p) shareReady(new URL(m.url, location.href).href);
