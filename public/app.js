@@ -101,8 +101,8 @@ function handle(m, p) {
       S.warning = m.remaining;
       renderWarning();
       // Heard once, as it arrives: the warning's own line (#warning) follows the ticks' time
-      // left, so it is not a live region.
-      if (!$('warning').hidden) announce($('warning').textContent);
+      // left, so it is not a live region; #warning-live (not on screen) is.
+      if (!$('warning').hidden) $('warning-live').textContent = $('warning').textContent;
       return;
     case 'share':
       if (p) shareReady(new URL(m.url, location.href).href);
