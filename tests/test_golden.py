@@ -5,7 +5,7 @@ byte for byte; here the real server's messages must have the same keys and value
 the golden of the same name, every client golden must be accepted by the server, and
 public/app.js must handle exactly the server message types and close codes the goldens name.
 The operator feed's goldens (protocol/examples/ops/) are held to the real server the same way,
-and public/ops/ops.js to their types. The pages' socket is pinned to close-codes.json (the codes
+and public/ops/ (its modules) to their types. The pages' socket is pinned to close-codes.json (the codes
 it stops on) and the ops console's fleet row positions to protocol/examples/ops/fleet-row.json.
 """
 import json
@@ -198,8 +198,7 @@ OPS_REPLY_ONLY = {"unwatched_all": "unwatch_all"}
 
 
 def test_the_ops_console_handles_every_feed_message_type_it_can_receive():
-    with open(os.path.join(ROOT, "public", "ops", "ops.js"), encoding="utf-8") as f:
-        src = f.read()
+    src = ops_js()
     handled = set(re.findall(r"case '([a-z_]+)':", src))
     sent = set(re.findall(r"request\('([a-z_]+)'", src))
     assert "watch_all" in sent
@@ -212,17 +211,26 @@ def test_the_ops_console_handles_every_feed_message_type_it_can_receive():
 # ---- the page ---------------------------------------------------------------------------
 
 def app_js():
-    """The rider page's code: app.js and the socket module it shares with the ops console."""
+    """The rider page's code: app.js, its modules in ride/ and the socket module it shares
+    with the ops console."""
     src = ""
-    for name in ("app.js", "socket.js"):
+    names = ["app.js", "socket.js"] + sorted(os.path.join("ride", n) for n in os.listdir(os.path.join(ROOT, "public", "ride")))
+    for name in names:
         with open(os.path.join(ROOT, "public", name), encoding="utf-8") as f:
             src += f.read()
     return src
 
 
+def ops_js():
+    """The operator console's code: every module in public/ops/."""
+    d = os.path.join(ROOT, "public", "ops")
+    return "".join(open(os.path.join(d, n), encoding="utf-8").read() for n in sorted(os.listdir(d)) if n.endswith(".js"))
+
+
 def page_handled_types(src):
+    # handle() is a module-level function: it ends at the first closing brace in column 0.
     body = src[src.index("function handle(m"):]
-    body = body[:body.index("\n  }\n")]
+    body = body[:body.index("\n}\n")]
     return set(re.findall(r"case '([a-z_]+)':", body))
 
 
@@ -274,9 +282,9 @@ def socket_close_handling(src):
     """{close code: 'stop' | 'reconnect'} as socket.js's onclose treats the codes it names, and
     what it does with every other code."""
     body = src[src.index("ws.onclose = (ev) => {"):]
-    body = body[:body.index("\n    };\n")]
+    body = body[:body.index("\n  };\n")]
     named = {}
-    for m in re.finditer(r"if \(((?:ev\.code === \d{4}(?: \|\| )?)+)\) \{(.*?)\n      \}", body, re.S):
+    for m in re.finditer(r"if \(((?:ev\.code === \d{4}(?: \|\| )?)+)\) \{(.*?)\n    \}", body, re.S):
         action = "stop" if "'stopped'" in m.group(2) else "reconnect"
         for c in re.findall(r"\d{4}", m.group(1)):
             named[int(c)] = action
@@ -303,11 +311,11 @@ def test_socket_close_handling_is_read_from_the_code_not_guessed():
     src = read_public("socket.js")
     assert socket_close_handling(src.replace("ev.code === 4401", "ev.code === 4401 || ev.code === 4008")) == \
         ({4401: "stop", 4008: "stop"}, "reconnect")
-    assert socket_close_handling(src.replace("      this.retry();\n    };", "      this.setConn('stopped');\n    };"))[1] == "stop"
+    assert socket_close_handling(src.replace("    this.retry();\n  };", "    this.setConn('stopped');\n  };"))[1] == "stop"
 
 
 def test_every_close_code_a_page_names_is_one_the_server_sends():
-    src = app_js() + read_public("ops", "ops.js")
+    src = app_js() + ops_js()
     codes = {int(c) for c in re.findall(r"\.code === (\d{4})", src)}
     assert codes and codes <= set(CLOSE_CODES), codes - set(CLOSE_CODES)
 
@@ -317,9 +325,9 @@ with open(os.path.join(EXAMPLES, "ops", "fleet-row.json"), encoding="utf-8") as 
 
 
 def ops_fleet_positions(src):
-    """{field: position} as public/ops/ops.js reads a fleet row `x` in onFleet."""
+    """{field: position} as public/ops/feed.js reads a fleet row `x` in onFleet."""
     body = src[src.index("function onFleet(m)"):]
-    body = body[:body.index("\n  }\n")]
+    body = body[:body.index("\n}\n")]
     pos = {k: int(i) for k, i in re.findall(r"\br\.([a-z_]+) = x\[(\d+)\]", body)}
     pos.update({k: int(i) for k, i in re.findall(r"\b(ride): x\[(\d+)\]", body)})
     return pos
@@ -327,7 +335,7 @@ def ops_fleet_positions(src):
 
 def test_the_ops_console_reads_fleet_rows_in_the_examples_order():
     assert FLEET_COLUMNS == ["ride", "state", "elapsed", "paused", "fare", "remaining", "watchers"]
-    src = read_public("ops", "ops.js")
+    src = read_public("ops", "feed.js")
     assert ops_fleet_positions(src) == {name: i for i, name in enumerate(FLEET_COLUMNS)}
     # Read from the code: a moved position shows.
     assert ops_fleet_positions(src.replace("r.watchers = x[6]", "r.watchers = x[5]"))["watchers"] == 5
