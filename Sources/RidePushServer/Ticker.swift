@@ -9,7 +9,8 @@ import Synchronization
 /// many rides and threads there are.
 final class Ticker: @unchecked Sendable {  // service thread 0 only
     private var schedule = TickSchedule(now: 0)
-    private var lastPrune: UnixMillis = 0
+    /// The hourly prune and retention batches (RideService decides which are due).
+    private var housekeeping: Housekeeping
     /// Monotonic ms of the last tick (for /healthz, read from any thread).
     let lastTick = Atomic<Int64>(monotonicMillis())
     private let clock: RideClock
@@ -20,14 +21,11 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
     /// How the batch reaches the other service threads: their mailboxes, not the hub.
     private let mailboxes: Mailboxes
     private let threads: Int
-    /// `--retain-ended`: a purge batch goes with each hourly prune, and one a tick while the
-    /// last batch was full (Retention.swift); nil: nothing is purged.
-    private let retention: Retention?
 
     /// Made from what it uses, before the hub's threads exist (Hub.init).
     init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int,
          retention: Retention? = nil) {
-        self.retention = retention
+        housekeeping = Housekeeping(retention: retention)
         self.clock = clock
         self.metrics = metrics
         self.registry = registry
@@ -85,12 +83,8 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
                 Log.warn("wall clock stepped \(jump >= 0 ? "forward" : "back") by \(abs(jump)) ms; not followed: slewing at most \(SlewingClock.maxSlewPPM / 1000) ms per second (offset now \(c.offsetMillis) ms)")
             }
         }
-        if at - lastPrune > 3_600_000 {
-            lastPrune = at
-            jobs.submit([.prune(before: clock.now() - 24 * 3600 * 1000)] + (retention.map { [$0.job(now: clock.now())] } ?? []))
-        } else if let retention, retention.takeMore() {
-            jobs.submit([retention.job(now: clock.now())])
-        }
+        let chores = housekeeping.due(at: at, now: clock.now())
+        if !chores.isEmpty { jobs.submit(chores) }
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the
         // next tick N ms late. Armed N ms early, the wait it works out ends at the second. (It

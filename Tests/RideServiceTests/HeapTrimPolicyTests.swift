@@ -1,4 +1,4 @@
-@testable import RidePushServer
+@testable import RideService
 import XCTest
 
 /// The soak's finding (issue 15): freed heap is handed back once a crowd has left, not
