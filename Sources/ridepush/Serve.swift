@@ -54,7 +54,7 @@ let serveOptions: OptionTable = {
         // the system's store and this file: a private CA, an inspecting proxy's CA.
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
-        // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
+        // Tests only, so not in --help: the Autobahn echo endpoint at /echo (docs/testing.md).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
     ])
 }()
