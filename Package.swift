@@ -10,7 +10,7 @@ let package = Package(
     platforms: [.iOS(.v18), .macOS(.v15), .tvOS(.v18), .watchOS(.v11)],
     products: [
         .executable(name: "ridepush", targets: ["ridepush"]),
-        // The Swift SDK for devices and apps (README: "For app developers").
+        // The Swift SDK for devices and apps (docs/sdk.md).
         .library(name: "RidePushClient", targets: ["RidePushClient"]),
         // ride.v1's typed messages on their own, for a server or tool that speaks the protocol
         // without the SDK's connection logic (RidePushClient re-exports it).

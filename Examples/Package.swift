@@ -1,10 +1,11 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// An app's view of the SDK, kept in the repository so the README cannot drift from it: it
+// An app's view of the SDK, kept in the repository so the docs cannot drift from it: it
 // depends on the repository by path and imports only RidePushClient. tests/test_examples.py
-// (run by `make test`) builds it, runs ride-demo against a real server, and checks that the
-// README's view model is RentalModel.swift as written here.
+// (run by `make test`) builds it, runs ride-demo against a real server, and checks that
+// README's feed example is Follow.swift and docs/sdk.md's view model is RentalModel.swift,
+// as written here.
 let package = Package(
     name: "RidePushExamples",
     platforms: [.iOS(.v18), .macOS(.v15), .tvOS(.v18), .watchOS(.v11)],
@@ -13,9 +14,9 @@ let package = Package(
         .package(name: "RidePush", path: ".."),
     ],
     targets: [
-        // README's view model (RentalModel.swift, without the SwiftUI view) and a command-line
-        // app that starts, watches, pauses, resumes and ends a ride with the client and then
-        // with the model.
+        // docs/sdk.md's view model (RentalModel.swift, without the SwiftUI view), README's feed
+        // example (Follow.swift) and a command-line app that starts, watches, pauses, resumes
+        // and ends a ride with the client and then with the model.
         .executableTarget(name: "ride-demo", dependencies: [.product(name: "RidePushClient", package: "RidePush")]),
     ],
     swiftLanguageModes: [.v6]

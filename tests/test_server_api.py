@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import subprocess
 import threading
 import time
 import uuid
@@ -244,18 +245,39 @@ def test_api_transitions_fire_webhooks(tmp_path):
         rx.close()
 
 
-def readme_backend():
-    """The Python block of README's "In an operator's stack" section."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def guide_backend():
+    """The Python block of docs/server-api.md: a backend's side of a rental."""
+    with open(os.path.join(ROOT, "docs", "server-api.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text[text.index("## In an operator's stack"):]
-    section = section[:section.index("\n## ", 1)]
-    blocks = [b for b in re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M) if "def rent(" in b]
-    assert len(blocks) == 1, "one backend example in the section"
+    blocks = [b for b in re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M) if "def rent(" in b]
+    assert len(blocks) == 1, "one backend example in docs/server-api.md"
     return blocks[0]
 
 
-def test_the_readme_backend_example_runs(tmp_path, monkeypatch):
+def readme_server_api_example():
+    """The shell block of README's server API example (the one POST it shows)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    blocks = [b for b in re.findall(r"^```sh\n(.*?)^```$", text, flags=re.S | re.M) if "/v1/rides" in b]
+    assert len(blocks) == 1, "one server API example in README.md"
+    return blocks[0]
+
+
+def test_the_readme_server_api_example_runs():
+    with Server(auth="jwt", env=ENV) as srv:
+        env = dict(os.environ, RIDEPUSH_URL=srv.http, RIDEPUSH_OPS_TOKEN=control("rentals-backend", ops=True))
+        runs = [subprocess.run(["bash", "-euo", "pipefail", "-c", readme_server_api_example()], env=env,
+                               capture_output=True, text=True, timeout=30) for _ in range(2)]
+        for r in runs:
+            assert r.returncode == 0 and r.stderr == "", r
+        ride = json.loads(runs[0].stdout)
+        assert (ride["ride"], ride["owner"], ride["state"]) == ("r-7", "alice", "riding"), ride
+        assert runs[1].stdout == runs[0].stdout, "the same Idempotency-Key: the same answer, applied once"
+        status, doc, _ = srv.get("/rides/r-7?token=%s" % control("alice"))
+        assert status == 200 and doc["owner"] == "alice" and doc["state"] == "riding", doc
+
+
+def test_the_guide_backend_example_runs(tmp_path, monkeypatch):
     secret = tmp_path / "webhook.secret"
     secret.write_text(WEBHOOK_SECRET + "\n")
     monkeypatch.setenv("RIDEPUSH_OPS_TOKEN", control("rentals-backend", ops=True))
@@ -286,7 +308,7 @@ def test_the_readme_backend_example_runs(tmp_path, monkeypatch):
         with Server("--webhook", url, "--webhook-secret-file", str(secret), auth="jwt", env=ENV,
                     store=str(tmp_path / "rides.db")) as srv:
             monkeypatch.setenv("RIDEPUSH_URL", srv.http)
-            exec(compile(readme_backend(), "README.md (In an operator's stack)", "exec"), backend)
+            exec(compile(guide_backend(), "docs/server-api.md", "exec"), backend)
             rental, ride = backend["rent"]("alice", "7")
             with Client(srv.ws + "?token=" + control("alice")) as app:
                 watched = app.request({"type": "subscribe", "ride": ride})

@@ -9,7 +9,7 @@ extension ClientEnvelope {
 
 extension ClientCodec {
     /// One client frame, `type` and `id` first, then the message's fields in the order the
-    /// README documents them. `ClientCodec.decode(encode(e)) == e` for every valid envelope.
+    /// docs/protocol.md documents them. `ClientCodec.decode(encode(e)) == e` for every valid envelope.
     public static func encode(_ e: ClientEnvelope) -> [UInt8] {
         var w = JSONWriter(reserving: 160)
         w.beginObject()

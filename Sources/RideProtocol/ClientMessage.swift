@@ -1,6 +1,6 @@
 import RideCore
 
-/// Error codes of protocol ride.v1 (README lists what each means).
+/// Error codes of protocol ride.v1 (docs/protocol.md lists what each means).
 public enum ErrorCode: String, Sendable, Equatable {
     case badRequest = "bad_request"
     case unknownType = "unknown_type"

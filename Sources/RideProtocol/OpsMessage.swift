@@ -1,6 +1,6 @@
 import RideCore
 
-/// The operator feed of ride.v1 as values (`watch_all`; README "The operator feed"): what an
+/// The operator feed of ride.v1 as values (`watch_all`; docs/protocol.md, "The operator feed"): what an
 /// operator's client decodes, what the golden examples (protocol/examples/ops) round-trip
 /// through, and what the server encodes (`OpsCodec`). Riders never receive these.
 public enum OpsMessage: Sendable, Equatable {

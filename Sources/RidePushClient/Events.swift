@@ -3,6 +3,14 @@ import RideProtocol
 
 /// What a ride feed yields. After every (re)subscribe the first event is `.state` with the
 /// server's fresh snapshot; figures never step back to an older `at`.
+///
+/// A later minor version may add a case (docs/sdk.md, "Versions and evolution"), so an app's
+/// `switch` ends in `@unknown default`. `@nonexhaustive(warn)` (SE-0487, Swift 6.2.3 and
+/// later) has the compiler say so to apps that lack one, as a warning, so their code keeps
+/// building; older compilers skip the attribute. Switches inside this package stay exhaustive.
+#if hasAttribute(nonexhaustive)
+@nonexhaustive(warn)
+#endif
 public enum RideEvent: Sendable, Equatable {
     /// The ride as it is now: the snapshot after subscribing, or a transition (pause, resume).
     case state(RideSnapshot)

@@ -56,7 +56,7 @@ let serveOptions: OptionTable = {
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
         .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
-        // Tests only, so not in --help: the Autobahn echo endpoint at /echo (README, Testing).
+        // Tests only, so not in --help: the Autobahn echo endpoint at /echo (docs/testing.md).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
     ])
 }()

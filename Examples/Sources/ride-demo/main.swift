@@ -2,7 +2,7 @@ import Foundation
 import RidePushClient
 
 // ride-demo URL: a ride from start to receipt through the SDK, then the same through
-// README's RentalModel. The token comes from RIDEPUSH_TOKEN (none for a server with --auth none).
+// docs/sdk.md's RentalModel. The token comes from RIDEPUSH_TOKEN (none for a server with --auth none).
 //   ride-demo ws://127.0.0.1:8080/ws
 // One line per step on stdout; any failure goes to stderr and exits 1.
 
@@ -40,21 +40,7 @@ func rideWithTheClient() async throws {
     let started = try await client.start(limit: .seconds(600))
     print("start " + line(started))
     let feed = client.ride(started.ride)
-    let watcher = Task {
-        var ticks = 0
-        for try await event in feed {
-            switch event {
-            case .state(let s): print("event state " + line(s))
-            case .tick(let t):
-                ticks += 1
-                if ticks == 1 { print("event tick \(t.ride) elapsed=\(t.elapsed) fare=\(t.fare)") }
-            case .warning(let left): print("event warning \(left)")
-            case .zone(let name, _): print("event zone \(name ?? "none")")
-            case .ended(let s): print("event ended " + line(s))
-            }
-        }
-        return ticks
-    }
+    let watcher = Task { try await follow(feed) }
     // A second of riding as the feed shows it (ticks folded into `latest`), then pause and
     // resume a second apart.
     let deadline = Date().addingTimeInterval(5)
@@ -72,7 +58,7 @@ func rideWithTheClient() async throws {
     print("watched \(ticks) ticks")
 }
 
-/// README's view model, driven as the buttons would drive it.
+/// docs/sdk.md's view model, driven as the buttons would drive it.
 @MainActor func rideWithTheModel() async throws {
     let model = RentalModel(server: url) { token }
     await model.rent()
