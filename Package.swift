@@ -71,6 +71,9 @@ let package = Package(
         // Fault injection and test doubles for the store: only test targets depend on it, so a
         // release `ridepush` does not contain it.
         .target(name: "RideStoreTesting", dependencies: ["RideStore", "RideCore"]),
+        // The ride service driven without lws or sockets, on a manual clock (EmbeddedService);
+        // only test targets depend on it.
+        .target(name: "RideServiceTesting", dependencies: ["RideService", "RideCore", "RideStore", "RideStoreTesting"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
         // Outbound HTTP on libcurl's multi interface: one thread, HTTP/2 where the peer speaks it,
@@ -103,7 +106,7 @@ let package = Package(
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         .testTarget(name: "RideStoreTests", dependencies: ["RideStore", "RideStoreSQLite", "RideStorePostgres", "RideStoreTesting", "RideCore", "RideWebhooks"]),
         .testTarget(name: "RideAuthTests", dependencies: ["RideAuth", "RideCore", "COpenSSL"]),
-        .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideCore", "RideProtocol", "RideAuth", "RideStore"]),
+        .testTarget(name: "RideServiceTests", dependencies: ["RideService", "RideServiceTesting", "RideStoreTesting", "RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks"]),
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),

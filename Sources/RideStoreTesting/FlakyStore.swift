@@ -3,19 +3,47 @@ import RideCore
 import RideStore
 import Synchronization
 
-/// A memory store whose commits and probes fail while a test says so, counting each probe:
-/// the double behind the store worker's health and probe tests.
-public final class FlakyStore: RideStore {
+/// A memory store whose commits and probes fail while a test says so, counting each probe
+/// and recording each commit: the one double behind the store worker's health and probe tests
+/// and the service's embedded tests (RideServiceTesting).
+public final class FlakyStore: RideStore, @unchecked Sendable {  // `script` is Locked; `inner` is the memory store's own lock's
     public let inner = MemoryStore()
     /// Signalled after each probe, failed or not.
     public let probed = DispatchSemaphore(value: 0)
     public let probeFails = Atomic<Bool>(true)
     public let commitFails = Atomic<Bool>(false)
 
+    private struct Script {
+        var failNext: StoreError?
+        var commits: [[StoreWrite]] = []
+        var beforeCommit: (() -> Void)?
+    }
+    private let script = Locked(Script())
+
     public init() {}
+
+    /// The next commit throws this, once (a whole group that did not commit).
+    public var failNext: StoreError? {
+        get { script.withLock { $0.failNext } }
+        set { script.withLock { $0.failNext = newValue } }
+    }
+    /// Every batch committed, in order.
+    public var commits: [[StoreWrite]] { script.withLock { $0.commits } }
+    /// Runs before each commit: another node's write landing between a group's reads and its commit.
+    public var beforeCommit: (() -> Void)? {
+        get { script.withLock { $0.beforeCommit } }
+        set { script.withLock { $0.beforeCommit = newValue } }
+    }
 
     public func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
         if commitFails.load(ordering: .sequentiallyConsistent) { throw StoreError(.unavailable, "disk full") }
+        let (fail, hook) = script.withLock { s -> (StoreError?, (() -> Void)?) in
+            defer { s.failNext = nil }
+            return (s.failNext, s.beforeCommit)
+        }
+        if let fail { throw fail }
+        hook?()
+        script.withLock { $0.commits.append(batch) }
         return try inner.commit(batch)
     }
 

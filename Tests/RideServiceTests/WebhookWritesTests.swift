@@ -1,7 +1,8 @@
 @testable import RideService
 import XCTest
+import RideServiceTesting
+import RideStoreTesting
 @testable import RideCore
-@testable import RidePushServer
 import RideStore
 
 /// Webhook events ride in the store write of the transition they describe: one per endpoint,
@@ -11,13 +12,13 @@ final class WebhookWritesTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_000
     let endpoints = ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
 
-    func events(_ h: Harness) -> [OutboxEvent] { h.store.commits.flatMap { $0.flatMap(\.outbox) } }
+    func events(_ h: EmbeddedService) -> [OutboxEvent] { h.store.commits.flatMap { $0.flatMap(\.outbox) } }
 
     func body(_ e: OutboxEvent) -> JSON { try! JSON.parse(e.body) }
 
     func testEveryCommittedTransitionCarriesOneEventPerEndpointInCommitOrder() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock, webhooks: endpoints)
+        let h = EmbeddedService(clock, webhooks: endpoints)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: "alice"), id: "s")
         for (n, command) in [RideCommand.pause, .resume, .end].enumerated() {
             clock.advance(seconds: 10)
@@ -46,7 +47,7 @@ final class WebhookWritesTests: XCTestCase {
     }
 
     func testRefusalsReplaysAndFailedCommitsWriteNoEventAndPokeNobody() throws {
-        let h = Harness(ManualClock(t0), webhooks: endpoints)
+        let h = EmbeddedService(ManualClock(t0), webhooks: endpoints)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil), id: "s")
         h.request(.command(.end, ride: "r", metres: nil), id: "e")
         XCTAssertEqual(events(h).count, 4)
@@ -62,7 +63,7 @@ final class WebhookWritesTests: XCTestCase {
     }
 
     func testAnAutoEndCarriesRideEndedWithItsReason() throws {
-        let h = Harness(ManualClock(t0), webhooks: [endpoints[0]])
+        let h = EmbeddedService(ManualClock(t0), webhooks: [endpoints[0]])
         h.request(.start(ride: "r", plan: nil, limit: 2, owner: nil))
         _ = h.tick(seq: 3, at: t0 + 3_000)
         let all = events(h)
@@ -71,7 +72,7 @@ final class WebhookWritesTests: XCTestCase {
     }
 
     func testWithoutWebhooksNothingIsWritten() {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         XCTAssertEqual(h.store.commits.count, 1)
         XCTAssertTrue(events(h).isEmpty)

@@ -1,8 +1,8 @@
 @testable import RideService
 import XCTest
-import CLibWebSockets
+import RideServiceTesting
+import RideStoreTesting
 @testable import RideCore
-import RidePushServer
 import RideStore
 
 /// A node's view of a ride behind the shared store (issue 39, item 0): another node paused or
@@ -12,14 +12,14 @@ final class StaleViewTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_000
 
     /// Another node's entries for `ride`, written straight into the shared store.
-    func otherNodeWrites(_ h: Harness, _ ride: String, _ entries: [(Int64, RideTransition)]) throws {
+    func otherNodeWrites(_ h: EmbeddedService, _ ride: String, _ entries: [(Int64, RideTransition)]) throws {
         let results = try h.store.inner.commit(entries.map { .append(JournalEntry(ride: ride, seq: $0.0, transition: $0.1), reply: nil) })
         XCTAssertEqual(results, Array(repeating: .written, count: entries.count))
     }
 
     func testAnEndDecidedOnAStaleViewIsDecidedAgainOnTheStoresState() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock, shared: true)
+        let h = EmbeddedService(clock, shared: true)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         try otherNodeWrites(h, "r", [(2, .pause(at: t0 + 60_000)), (3, .resume(at: t0 + 120_000))])
         clock.advance(seconds: 180)
@@ -39,7 +39,7 @@ final class StaleViewTests: XCTestCase {
 
     func testAResumeRefusedOnTheBookIsCheckedAgainstTheStore() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock, shared: true)
+        let h = EmbeddedService(clock, shared: true)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         try otherNodeWrites(h, "r", [(2, .pause(at: t0 + 30_000))])
         clock.advance(seconds: 60)
@@ -53,7 +53,7 @@ final class StaleViewTests: XCTestCase {
 
     func testATransitionInvalidOnTheStoresStateIsStillRefused() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock, shared: true)
+        let h = EmbeddedService(clock, shared: true)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         try otherNodeWrites(h, "r", [(2, .end(at: t0 + 10_000, reason: .rider, metres: 0))])
         clock.advance(seconds: 20)
@@ -67,7 +67,7 @@ final class StaleViewTests: XCTestCase {
 
     func testOneNodeAloneReadsNothingMoreForARefusal() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock)
+        let h = EmbeddedService(clock)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         let resume = h.request(.command(.resume, ride: "r", metres: nil), id: "r1")
         XCTAssertEqual(h.json(try XCTUnwrap(resume.reply))["code"]?.string, "invalid_transition")
@@ -76,7 +76,7 @@ final class StaleViewTests: XCTestCase {
 
     func testAnotherNodeWinningEveryTimeIsAnsweredAfterThreeDecisions() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock, shared: true)
+        let h = EmbeddedService(clock, shared: true)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         // Before each of this node's commits the other node appends one more entry.
         var seq: Int64 = 1

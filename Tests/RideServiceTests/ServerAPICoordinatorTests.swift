@@ -1,8 +1,9 @@
 import XCTest
+import RideServiceTesting
+import RideStoreTesting
 import RideAuth
 @testable import RideCore
 import RideProtocol
-@testable import RidePushServer
 @testable import RideService
 import RideStore
 
@@ -24,7 +25,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
 
     /// Submits `calls` as one group from thread 0 under tokens 1, 2, …; the HTTP answers by token.
     @discardableResult
-    func run(_ h: Harness, _ calls: ServerAPICall...) -> [HTTPAnswer] {
+    func run(_ h: EmbeddedService, _ calls: ServerAPICall...) -> [HTTPAnswer] {
         h.events = [[], []]
         for (i, c) in calls.enumerated() { h.submit(.api(c, from: Requester(shard: 0, session: 0, http: UInt64(i + 1)))) }
         h.run()
@@ -40,7 +41,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
 
     func testCreateIsAnsweredAfterTheCommitWithTheRideDocumentAndRepliedTheSameBytesLater() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock)
+        let h = EmbeddedService(clock)
         let create = call("/v1/rides", #"{"rider":"alice","ride":"r-1","limit":600}"#)
         h.submit(.api(create, from: Requester(shard: 0, session: 0, http: 7)))
         XCTAssertTrue(h.events.allSatisfy(\.isEmpty), "nobody told before the commit")
@@ -71,7 +72,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     }
 
     func testTheSameKeyWithAnotherBodyIs422AndAppliesNothing() {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-1"}"#)).map(\.status), [201])
         let reused = run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-2"}"#))
         XCTAssertEqual(reused.map(\.status), [422])
@@ -85,7 +86,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
 
     func testTransitionsAndTheirErrorsAndWatchersArePushed() {
         let clock = ManualClock(t0)
-        let h = Harness(clock)
+        let h = EmbeddedService(clock)
         run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-1"}"#, key: "c"))
         clock.advance(seconds: 60)
         let paused = run(h, call("/v1/rides/r-1/pause", key: "p"))
@@ -106,7 +107,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     }
 
     func testARiderActsOnItsOwnRidesOnlyAndOpsOnAny() {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-a"}"#, sub: "alice")).map(\.status), [201])
         let bob = run(h, call("/v1/rides/r-a/pause", key: "p", sub: "bob"))
         XCTAssertEqual(bob.map { "\($0.status) \(code($0) ?? "")" }, ["403 forbidden"])
@@ -117,7 +118,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     }
 
     func testTheOpenRidesCapExemptsOpsTokens() {
-        let h = Harness(ManualClock(t0), maxOpenRides: 1)
+        let h = EmbeddedService(ManualClock(t0), maxOpenRides: 1)
         XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice"}"#, key: "1", sub: "alice")).map(\.status), [201])
         let capped = run(h, call("/v1/rides", #"{"rider":"alice"}"#, key: "2", sub: "alice"))
         XCTAssertEqual(capped.map { "\($0.status) \(code($0) ?? "")" }, ["429 too_many_rides"])
@@ -126,7 +127,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     }
 
     func testAFailedCommitIs503AndTheRetryApplies() {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         h.store.failNext = StoreError(.unavailable, "disk full")
         let create = call("/v1/rides", #"{"rider":"alice","ride":"r-1"}"#)
         let failed = run(h, create)
@@ -136,7 +137,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     }
 
     func testTheSameKeyTwiceInOneGroupIsAppliedOnceAndBothGetTheSameAnswer() {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         let create = call("/v1/rides", #"{"rider":"alice"}"#)
         let answers = run(h, create, create)
         XCTAssertEqual(answers.map(\.status), [201, 201])
@@ -148,7 +149,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
     /// Another node commits the same key between this node's read of it and its commit: the
     /// store refuses the write, the answer is 409 in flight, and the retry gets that node's answer.
     func testAnotherNodeFirstWithTheSameKeyIs409InFlightAndTheRetryGetsItsAnswer() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         let create = call("/v1/rides", #"{"rider":"alice"}"#)
         let theirs = HTTPAnswer(status: 201, body: Array(#"{"ride":"r-theirs"}"#.utf8))
         let t0 = self.t0

@@ -1,9 +1,10 @@
 @testable import RideService
 import XCTest
+import RideServiceTesting
+import RideStoreTesting
 import RideAuth
 @testable import RideCore
 import RideProtocol
-@testable import RidePushServer
 
 /// Issue 25 finding 6: --max-open-rides-per-rider, decided by the store worker with the
 /// starts of the same group counted, operators exempt; through the worker's turn by hand.
@@ -12,14 +13,14 @@ final class OpenRidesCapTests: XCTestCase {
 
     func start(_ rid: String, owner: String) -> RideBook.Request { .start(ride: rid, plan: nil, limit: nil, owner: owner) }
 
-    func code(_ h: Harness, _ frame: [UInt8]?) -> String? {
+    func code(_ h: EmbeddedService, _ frame: [UInt8]?) -> String? {
         guard let frame else { return nil }
         let j = h.json(frame)
         return j["type"]?.string == "error" ? j["code"]?.string : j["state"]?.string
     }
 
     func testARiderAtTheCapIsRefusedUntilOneOfItsRidesEnds() {
-        let h = Harness(ManualClock(t0), maxOpenRides: 2)
+        let h = EmbeddedService(ManualClock(t0), maxOpenRides: 2)
         XCTAssertEqual(code(h, h.request(start("a1", owner: "alice"), id: "1").reply), "riding")
         XCTAssertEqual(code(h, h.request(start("a2", owner: "alice"), id: "2").reply), "riding")
         let refused = h.request(start("a3", owner: "alice"), id: "3").reply
@@ -34,7 +35,7 @@ final class OpenRidesCapTests: XCTestCase {
     }
 
     func testStartsDecidedInOneGroupCountBeforeTheyArePublished() {
-        let h = Harness(ManualClock(t0), maxOpenRides: 2)
+        let h = EmbeddedService(ManualClock(t0), maxOpenRides: 2)
         for i in 0..<4 {
             h.submit(.request(start("g\(i)", owner: "carol"), id: "g\(i)", scope: "carol", access: nil,
                                        from: Requester(shard: 0, session: 1)))
@@ -45,7 +46,7 @@ final class OpenRidesCapTests: XCTestCase {
     }
 
     func testOperatorsAreExempt() {
-        let h = Harness(ManualClock(t0), maxOpenRides: 1)
+        let h = EmbeddedService(ManualClock(t0), maxOpenRides: 1)
         let ops = Access(TokenClaims(sub: "op", scope: .control, ops: true))
         for i in 0..<3 {
             h.submit(.request(start("o\(i)", owner: "op"), id: "o\(i)", scope: "op", access: ops,

@@ -1,18 +1,18 @@
 @testable import RideService
 import XCTest
-import CLibWebSockets
+import RideServiceTesting
+import RideStoreTesting
 @testable import RideCore
-@testable import RidePushServer
 import RideStore
 
 /// The tick hub's logic against a hand-advanced clock: the schedule of the one shared timer
 /// and the registry's per-tick work (one encode per ride, auto-ends, warnings). No sleeps.
 final class TickHubTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_250  // a quarter second past a whole second
-    let pre = Int(clws_pre())
+    let pre = EmbeddedService.headroom
 
-    func registry(_ clock: ManualClock, plans: [FarePlan] = [.standard]) throws -> Harness {
-        Harness(clock, plans: plans)
+    func registry(_ clock: ManualClock, plans: [FarePlan] = [.standard]) throws -> EmbeddedService {
+        EmbeddedService(clock, plans: plans)
     }
 
     func json(_ frame: [UInt8]) -> String { String(decoding: frame[pre...], as: UTF8.self) }

@@ -1,21 +1,21 @@
 @testable import RideService
 import XCTest
-import CLibWebSockets
+import RideServiceTesting
+import RideStoreTesting
 @testable import RideCore
-@testable import RidePushServer
 import RideStore
 
 /// What the store worker and the ticker publish to the operator feed, in order, against a
-/// hand-advanced clock (the worker's turn run by the Harness, no threads).
+/// hand-advanced clock (the worker's turn run by the EmbeddedService, no threads).
 final class OpsFeedTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_000
-    let pre = Int(clws_pre())
+    let pre = EmbeddedService.headroom
 
-    func setUp(_ clock: ManualClock) -> (Harness, OpsFeed, () -> [OpsItem]) {
-        let ops = OpsFeed(threads: 2, pre: Int(clws_pre()))
+    func setUp(_ clock: ManualClock) -> (EmbeddedService, OpsFeed, () -> [OpsItem]) {
+        let ops = OpsFeed(threads: 2, pre: EmbeddedService.headroom)
         var items: [OpsItem] = []
         ops.deliver = { items.append($0) }
-        return (Harness(clock, ops: ops), ops, { items })
+        return (EmbeddedService(clock, ops: ops), ops, { items })
     }
 
     func text(_ item: OpsItem) -> String { String(decoding: item.bytes[pre...], as: UTF8.self) }

@@ -1,9 +1,9 @@
 @testable import RideService
 import XCTest
-import CLibWebSockets
+import RideServiceTesting
+import RideStoreTesting
 @testable import RideCore
 import RideProtocol
-@testable import RidePushServer
 import RideStore
 
 /// The store worker's turn without its thread: requests queued together commit together,
@@ -12,7 +12,7 @@ final class StoreCoordinatorTests: XCTestCase {
     let t0: UnixMillis = 1_764_430_000_000
 
     func testRequestsQueuedTogetherCommitInOneTransactionAndAreAnsweredAfterIt() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         for (n, rid) in ["a", "b", "c"].enumerated() {
             h.submit(.request(.start(ride: rid, plan: nil, limit: nil, owner: nil), id: "s\(n)", scope: "",
                                        access: nil, from: Requester(shard: n % 2, session: UInt64(n))))
@@ -38,7 +38,7 @@ final class StoreCoordinatorTests: XCTestCase {
 
     func testAFailedCommitAnswersUnavailableAndChangesNothing() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock)
+        let h = EmbeddedService(clock)
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil))
         clock.advance(seconds: 10)
         h.store.failNext = StoreError(.unavailable, "ride store x: database or disk is full")
@@ -58,7 +58,7 @@ final class StoreCoordinatorTests: XCTestCase {
     }
 
     func testAReusedRequestIdForAnotherRideOrTypeIsAConflictNotTheOldReply() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         h.request(.start(ride: "r", plan: nil, limit: nil, owner: nil), id: "s")
         h.request(.start(ride: "q", plan: nil, limit: nil, owner: nil), id: "s2")
         let first = h.request(.command(.pause, ride: "r", metres: nil), id: "x")
@@ -72,7 +72,7 @@ final class StoreCoordinatorTests: XCTestCase {
     }
 
     func testTwoRetriesInOneGroupAreAppliedOnce() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         for _ in 0..<2 {
             h.submit(.request(.start(ride: "r", plan: nil, limit: nil, owner: nil), id: "s", scope: "u",
                                        access: nil, from: Requester(shard: 0, session: 1)))
@@ -87,7 +87,7 @@ final class StoreCoordinatorTests: XCTestCase {
 
     func testAnAutoEndIsATransitionThroughTheStoreAndItsPushFollowsTheCommit() throws {
         let clock = ManualClock(t0)
-        let h = Harness(clock)
+        let h = EmbeddedService(clock)
         h.request(.start(ride: "r", plan: nil, limit: 2, owner: nil))
         h.watch("r")
         let (batch, _, ends) = h.registry.tick(seq: 3, at: t0 + 3_000) { _, _ in }
@@ -107,7 +107,7 @@ final class StoreCoordinatorTests: XCTestCase {
     }
 
     func testAFailedAutoEndIsAskedAgainAtTheNextTick() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         h.request(.start(ride: "r", plan: nil, limit: 1, owner: nil))
         h.store.failNext = StoreError(.unavailable, "busy")
         XCTAssertTrue(h.tick(seq: 2, at: t0 + 2_000).1.isEmpty)
@@ -116,7 +116,7 @@ final class StoreCoordinatorTests: XCTestCase {
     }
 
     func testLookupsOfRidesNotInMemoryAreReadByTheWorkerAndAnsweredInOrder() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         try h.store.inner.create(id: "old", planID: "default", owner: nil, limit: nil, startedAt: t0 - 10_000, reply: nil)
         try h.store.inner.append(ride: "old", .end(at: t0 - 5_000, reason: .rider, metres: 0), reply: nil)
         XCTAssertNil(h.registry.find("old"))
@@ -135,7 +135,7 @@ final class StoreCoordinatorTests: XCTestCase {
     /// store thread its replies and pushes, with the registry's view locked. So a tick encoded
     /// before a transition is in every mailbox before that transition's push.
     func testTicksAndTransitionPushesArePostedUnderTheSameLock() throws {
-        let h = Harness(ManualClock(t0))
+        let h = EmbeddedService(ManualClock(t0))
         var lockedDuringDelivery: [Bool] = []
         h.coordinator = StoreCoordinator(book: RideBook(plans: [.standard]), registry: h.registry, clock: h.clock, metrics: Metrics()) {
             [registry = h.registry] _, _ in lockedDuringDelivery.append(registry.view.withLockIfAvailable { _ in } == nil)
