@@ -135,6 +135,20 @@ final class PostgresConnection {
     /// The server process id of this session (`pg_backend_pid()`), 0 when closed.
     var backendPID: Int32 { conn.map { PQbackendPID($0) } ?? 0 }
 
+    /// Which server this session reached and which session it is, read once at connect:
+    /// after a connection breaks during COMMIT, the store compares the server it reaches
+    /// next with this one (the same postmaster: wait for the old session to end; another
+    /// one, a promoted standby: the old session's transaction is decided there already).
+    struct Identity: Equatable, Sendable {
+        /// `pg_postmaster_start_time()` and the port: a restarted or promoted-elsewhere
+        /// server differs in one of them.
+        var server: String
+        var pid: Int32
+        /// `backend_start` of this session, so a reused PID is never mistaken for it.
+        var backendStart: String
+    }
+    private(set) var identity = Identity(server: "", pid: 0, backendStart: "")
+
     func close() {
         if let conn { PQfinish(conn) }
         conn = nil
@@ -313,7 +327,10 @@ final class PostgresConnection {
         }
         conn = c
         if PQstatus(c) == CONNECTION_BAD { throw failed("cannot connect") }
-        let deadline = ContinuousClock.now + .milliseconds(settings.connectTimeoutMillis)
+        // libpq applies connect_timeout to each host of a multi-host URI in turn, so the whole
+        // attempt may take that long per host: a dead first host (a lost primary that does not
+        // refuse, just drops packets) must not use up the time the next one needs.
+        let deadline = ContinuousClock.now + .milliseconds(settings.connectTimeoutMillis * max(1, settings.hostCount))
         var state = PGRES_POLLING_WRITING
         loop: while true {
             switch state {
@@ -332,13 +349,16 @@ final class PostgresConnection {
         // before it is durable. The timeouts keep a stuck lock or a forgotten transaction
         // from holding a node's store thread.
         do {
-            try query("""
+            let r = try query("""
                 SET synchronous_commit = on;
                 SET statement_timeout = \(settings.statementTimeoutMillis);
                 SET lock_timeout = \(settings.statementTimeoutMillis);
                 SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMillis * 2);
                 SET client_min_messages = warning;
+                SELECT pg_postmaster_start_time()::text || ' port ' || COALESCE(inet_server_port()::text, 'socket'),
+                       pg_backend_pid(), (SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid());
                 """, timeoutMillis: settings.connectTimeoutMillis)
+            identity = Identity(server: r.text(0, 0), pid: Int32(r.int(0, 1) ?? 0), backendStart: r.optionalText(0, 2) ?? "")
         } catch {
             close()
             throw PostgresError(.connect, "connected but cannot set the session up: \(error.message)", sqlState: error.sqlState)
