@@ -256,9 +256,12 @@ def test_primary_killed_and_standby_promoted_loses_nothing_acknowledged(primary_
               "store said %s meanwhile" % (promoted - killed, (both_ok - promoted) if both_ok else -1, store_words))
         print("failover: largest tick gap A %.2f s, B %.2f s (watcher reconnects %d, %d); cross-node pause pushed in %.2f s"
               % (gaps[0], gaps[1], watches[0].drops, watches[1].drops, cross_node))
-        settle_lines = [l for n in nodes for l in n.lines if "COMMIT" in l]
-        for l in settle_lines[:10]:
-            print("failover: " + l)
+        # How the groups caught by the kill between COMMIT and its answer were settled.
+        for name, n in zip("AB", nodes):
+            status, text, _ = n.get("/metrics")
+            settled = [l for l in text.splitlines() if l.startswith("ridepush_store_lost_commits_total")]
+            assert status == 200 and len(settled) == 3, settled
+            print("failover: node %s %s" % (name, ", ".join(l.split("{")[1] for l in settled)))
 
         assert before > 0 and len(acked) - before > 0, "load on both sides of the failover"
         assert lost == [], ("acknowledged but not in the promoted database", lost[:10])

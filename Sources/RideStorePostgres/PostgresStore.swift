@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import RideCore
 import RideStore
 
@@ -26,9 +27,7 @@ public final class PostgresStore: RideStore {
     /// Whether the last call reached PostgreSQL.
     public let health: ConnectionHealth
     /// Groups whose COMMIT lost its connection, and how each was settled (tests, /metrics).
-    public private(set) var settledCommitted = 0
-    public private(set) var settledNotCommitted = 0
-    public private(set) var settleUnknown = 0
+    public let settles = SettleCounts()
     /// Replies read ahead for the group being decided (nil value: known not recorded).
     private var prefetched: [ReplyKey: StoredReply?]?
     private var prefetchedRides: [String: StoredRide?]?
@@ -328,7 +327,7 @@ public final class PostgresStore: RideStore {
         ownBackend.set(0)
         let written = batch.indices.filter { results[$0] == .written }.map { batch[$0] }
         guard let check = Self.settleStatement(written) else {
-            settleUnknown += 1
+            settles.unknown.add(1, ordering: .relaxed)
             throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)); a group without entries or replies cannot be read back")
         }
         let deadline = ContinuousClock.now + .milliseconds(settings.settleTimeoutMillis)
@@ -351,10 +350,13 @@ public final class PostgresStore: RideStore {
                     // Found on this primary, but perhaps only here: an old session ended
                     // while it waited for the synchronous standby has committed locally
                     // and nowhere else. A commit of our own returning after it means its WAL
-                    // is wherever an acknowledged commit's is (synchronous_commit = on).
+                    // is wherever an acknowledged commit's is (synchronous_commit = on). It must
+                    // write WAL (a transaction that writes none does not wait for the standby):
+                    // an update of one of the group's rides to what it is.
                     let left = ContinuousClock.now.duration(to: deadline)
-                    try c.query("BEGIN; SELECT pg_current_xact_id(); \(Self.noCommitTimeout) COMMIT",
-                                timeoutMillis: max(1_000, Int(left.components.seconds) * 1_000))
+                    try c.query("BEGIN")
+                    try c.query("UPDATE ridepush.rides SET last_seq = last_seq WHERE id = $1::text", [.text(check.ride)])
+                    try c.query("\(Self.noCommitTimeout) COMMIT", timeoutMillis: max(1_000, Int(left.components.seconds) * 1_000))
                 }
                 health.up()
             } catch {
@@ -367,13 +369,13 @@ public final class PostgresStore: RideStore {
                 continue
             }
             if found == check.expected {
-                settledCommitted += 1
+                settles.committed.add(1, ordering: .relaxed)
                 return results
             }
-            settledNotCommitted += 1
+            settles.notCommitted.add(1, ordering: .relaxed)
             throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)); read back on \(sameServer ? "the same server" : "the new primary"): not committed (\(found) of \(check.expected) writes found), nothing applied")
         }
-        settleUnknown += 1
+        settles.unknown.add(1, ordering: .relaxed)
         backoffMillis = Self.nextBackoff(after: backoffMillis)
         retryAt = clock.now() + backoffMillis
         throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)) and no primary answered within \(settings.settleTimeoutMillis) ms to read it back (\(why)); outcome unknown, nothing told")
@@ -403,7 +405,7 @@ public final class PostgresStore: RideStore {
 
     /// One statement counting the group's journal entries and replies that are in the store
     /// exactly as the group wrote them; nil when the group wrote neither (traces only).
-    static func settleStatement(_ writes: [StoreWrite]) -> (sql: String, params: [PGValue], expected: Int64)? {
+    static func settleStatement(_ writes: [StoreWrite]) -> (sql: String, params: [PGValue], expected: Int64, ride: String)? {
         var rides: [String] = [], seqs: [String] = [], kinds: [String] = [], ats: [String] = []
         var scopes: [String] = [], ids: [String] = [], replyAts: [String] = [], bytes: [String] = []
         func reply(_ r: ReplyRecord?) {
@@ -422,7 +424,7 @@ public final class PostgresStore: RideStore {
                 continue
             }
         }
-        guard !rides.isEmpty || !scopes.isEmpty else { return nil }
+        guard let first = rides.first else { return nil }  // every reply belongs to an entry
         let a = PostgresJournal.arrayLiteral
         return ("""
             SELECT (SELECT count(*) FROM unnest($1::text[], $2::text[]::bigint[], $3::text[], $4::text[]::bigint[]) AS w(ride, seq, kind, at)
@@ -431,7 +433,7 @@ public final class PostgresStore: RideStore {
                     JOIN ridepush.replies r ON r.scope = decode(k.s, 'hex') AND r.id = decode(k.i, 'hex') AND r.at = k.at
                                           AND r.bytes = decode(k.b, 'hex'))
             """, [.text(a(rides)), .text(a(seqs)), .text(a(kinds)), .text(a(ats)),
-                  .text(a(scopes)), .text(a(ids)), .text(a(replyAts)), .text(a(bytes))], Int64(rides.count + scopes.count))
+                  .text(a(scopes)), .text(a(ids)), .text(a(replyAts)), .text(a(bytes))], Int64(rides.count + scopes.count), first)
     }
 
     // MARK: exactly-once replies read ahead
@@ -646,6 +648,18 @@ public final class PostgresStore: RideStore {
         let lost = lostAtCommit!
         return try settle!(lost.value, lost.error, lost.on)
     }
+}
+
+/// How the groups whose COMMIT lost its connection were settled, readable from any thread.
+public final class SettleCounts: Sendable {
+    /// Read back and found: published as committed.
+    public let committed = Atomic<Int>(0)
+    /// Read back and not found: answered `unavailable`, nothing applied.
+    public let notCommitted = Atomic<Int>(0)
+    /// No primary answered within `settleTimeoutMillis` (or nothing to read back): answered
+    /// `unavailable` with the outcome unknown; the catch-up read applies it if it committed.
+    public let unknown = Atomic<Int>(0)
+    public init() {}
 }
 
 /// CLOCK_MONOTONIC in milliseconds, the default clock of the store's reconnect backoff: a
