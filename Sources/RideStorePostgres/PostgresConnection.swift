@@ -149,6 +149,26 @@ final class PostgresConnection {
     }
     private(set) var identity = Identity(server: "", pid: 0, backendStart: "")
 
+    /// Whether the session is still there, judged without waiting: a server that closed it
+    /// while it was idle (a terminated backend, a shutdown, a primary that died and reset the
+    /// socket) has left its last words and the end of the stream to read. Called between
+    /// calls only; closes the connection when it is gone. Sending a group on such a session
+    /// would lose it with its COMMIT, an outcome that then has to be read back, though
+    /// nothing could have been applied.
+    func stillThere() -> Bool {
+        guard let c = conn, PQstatus(c) == CONNECTION_OK else { return false }
+        // A few reads at most: the FATAL message and the end of the stream may take one each.
+        for _ in 0..<4 {
+            var p = pollfd(fd: PQsocket(c), events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 0) > 0 else { return true }
+            guard PQconsumeInput(c) == 1, PQstatus(c) == CONNECTION_OK else {
+                close()
+                return false
+            }
+        }
+        return true
+    }
+
     func close() {
         if let conn { PQfinish(conn) }
         conn = nil

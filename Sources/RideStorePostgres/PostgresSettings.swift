@@ -17,7 +17,8 @@ public struct PostgresSettings: Sendable {
     /// How long a group whose COMMIT lost its connection may wait for a primary to settle
     /// it on (see `PostgresStore.settle`): a failover manager promotes a standby within
     /// seconds; past this the outcome is left to the catch-up read and the client's retry.
-    public var settleTimeoutMillis: Int = 30_000
+    /// The store thread waits that long (requests queue, ticks go on), once per lost COMMIT.
+    public var settleTimeoutMillis: Int = 15_000
 
     public init(uri: String, password: String? = nil) {
         self.uri = uri

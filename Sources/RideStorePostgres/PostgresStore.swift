@@ -376,8 +376,7 @@ public final class PostgresStore: RideStore {
             throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)); read back on \(sameServer ? "the same server" : "the new primary"): not committed (\(found) of \(check.expected) writes found), nothing applied")
         }
         settles.unknown.add(1, ordering: .relaxed)
-        backoffMillis = Self.nextBackoff(after: backoffMillis)
-        retryAt = clock.now() + backoffMillis
+        // No backoff added: settling has waited already, so the next call tries at once.
         throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)) and no primary answered within \(settings.settleTimeoutMillis) ms to read it back (\(why)); outcome unknown, nothing told")
     }
 
@@ -586,7 +585,7 @@ public final class PostgresStore: RideStore {
     /// The open connection, reopened if lost (at most once per backoff interval).
     func connection() throws(StoreError) -> PostgresConnection {
         if closed { throw StoreError(.unavailable, "\(label): closed") }
-        if let conn, conn.isOpen { return conn }
+        if let conn, conn.stillThere() { return conn }
         conn = nil
         ownBackend.set(0)
         let now = clock.now()
