@@ -34,7 +34,7 @@ class Postgres:
     """One PostgreSQL server. `stop()` and `start()` again keep the data (a restart);
     `close()` removes everything."""
 
-    def __init__(self):
+    def __init__(self, init=True):
         self.bin = bin_dir()
         if not self.bin:
             raise RuntimeError("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin")
@@ -47,8 +47,9 @@ class Postgres:
             pw = pwd.getpwnam("postgres")
             self.uid, self.gid = pw.pw_uid, pw.pw_gid
             os.chown(self.dir, self.uid, self.gid)
-        self._run([os.path.join(self.bin, "initdb"), "-D", self.data, "-U", "postgres", "-A", "trust",
-                   "-E", "UTF8", "--locale=C", "--no-sync"])
+        if init:
+            self._run([os.path.join(self.bin, "initdb"), "-D", self.data, "-U", "postgres", "-A", "trust",
+                       "-E", "UTF8", "--locale=C", "--no-sync"])
 
     @property
     def data(self):
@@ -97,6 +98,60 @@ class Postgres:
     def close(self):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    # A primary with a synchronous streaming standby (issue 39): started with PRIMARY_SETTINGS,
+    # `standby_of` makes a copy with `pg_basebackup -R` that streams from it, and
+    # `require_synchronous` then names that standby in `synchronous_standby_names`: from then
+    # on a COMMIT returns only once the standby has the WAL on disk. The name is set after the
+    # copy (ALTER SYSTEM), so the standby's files do not carry it: once promoted it does not
+    # wait for a standby of its own that does not exist.
+
+    PRIMARY_SETTINGS = ("wal_level=replica", "max_wal_senders=5", "synchronous_commit=on", "wal_sender_timeout=5s")
+
+    def require_synchronous(self, name="standby1"):
+        self.psql("ALTER SYSTEM SET synchronous_standby_names = '%s'" % name)
+        self.psql("SELECT pg_reload_conf()")
+
+    def standby_of(self, name="standby1"):
+        """A new server, stopped, that streams from this one (which must be running) under
+        `application_name` `name`; `start()` it."""
+        sb = Postgres(init=False)
+        self._run([os.path.join(self.bin, "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                   "-D", sb.data, "-R", "-X", "stream", "--no-sync", "-c", "fast"])
+        # -R wrote primary_conninfo without an application_name; the later line wins, and
+        # the primary's synchronous_standby_names matches on that name.
+        with open(os.path.join(sb.data, "postgresql.auto.conf"), "a") as f:
+            f.write("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres application_name=%s'\n" % (self.port, name))
+        return sb
+
+    def kill(self):
+        """SIGKILL the postmaster and then each of its processes, by PID: a machine that
+        dies finishes nothing, so no backend may go on answering after its postmaster."""
+        if not self.proc or self.proc.poll() is not None:
+            return
+        children = []
+        try:
+            for task in os.listdir("/proc/%d/task" % self.proc.pid):
+                with open("/proc/%d/task/%s/children" % (self.proc.pid, task)) as f:
+                    children += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+        self.proc.send_signal(signal.SIGKILL)
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(10)
+        self.proc = None
+
+    def promote(self, timeout=30):
+        """`pg_ctl promote` (waits until the server accepts writes)."""
+        self._run([os.path.join(self.bin, "pg_ctl"), "promote", "-D", self.data, "-w", "-t", str(timeout)])
+
+    def sync_state(self):
+        """The standbys' (application_name, state, sync_state) as the primary sees them."""
+        return [tuple(r) for r in self.psql("SELECT application_name, state, sync_state FROM pg_stat_replication")]
 
     def log(self):
         try:

@@ -45,6 +45,8 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
     private(set) var clusterFeed: PostgresClusterFeed?
     private(set) var storeHealth: ConnectionHealth?
+    /// How lost COMMITs were settled (PostgreSQL only), for /metrics.
+    private(set) var storeSettles: SettleCounts?
     /// With `--webhook`: the sender (its own threads and outbox connection) and that outbox,
     /// read for `GET /v1/webhooks/dead` off the service threads.
     let webhookSender: WebhookSender?
@@ -193,6 +195,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                         retention: retention)
         if let pg = store as? PostgresStore {
             storeHealth = pg.health
+            storeSettles = pg.settles
             clusterFeed = PostgresClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend,
                                               log: { warning, message in warning ? Log.warn(message) : Log.notice(message) }) { hints, catchUp in
                 worker.submit([.cluster(hints: hints, catchUp: catchUp)])

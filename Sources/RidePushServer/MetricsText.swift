@@ -33,6 +33,13 @@ extension Hub {
         if let storeHealth, let clusterFeed {
             metric("ridepush_store_up", "gauge", "1 while the shared PostgreSQL store answers, 0 while it cannot be reached.",
                    [("", storeHealth.isUp ? 1 : 0)])
+            if let s = storeSettles {
+                metric("ridepush_store_lost_commits_total", "counter",
+                       "Groups whose connection broke after COMMIT was sent, by what reading them back on the primary found: committed (published), not_committed (answered unavailable) or unknown (no primary in time; answered unavailable).",
+                       [("{outcome=\"committed\"}", Double(s.committed.load(ordering: .relaxed))),
+                        ("{outcome=\"not_committed\"}", Double(s.notCommitted.load(ordering: .relaxed))),
+                        ("{outcome=\"unknown\"}", Double(s.unknown.load(ordering: .relaxed)))])
+            }
             metric("ridepush_cluster_listener_up", "gauge", "1 while this node's LISTEN connection to PostgreSQL is up.",
                    [("", clusterFeed.health.isUp ? 1 : 0)])
             metric("ridepush_cluster_listener_reconnects_total", "counter", "Times the LISTEN connection was opened again after a loss.",

@@ -78,7 +78,10 @@ public final class StoreHealth: Sendable {
 /// the metrics gauge), with the last failure's message.
 public final class ConnectionHealth: Sendable {
     private let state = Locked<(up: Bool, why: String)>((true, ""))  // not Mutex: TSan sees pthread locks only
-    public init() {}
+    /// /healthz's word for the store while this connection is down: `unreachable` for one
+    /// server, `failing over` for a multi-host URI (the node is looking for the new primary).
+    public let downWord: String
+    public init(downWord: String = "unreachable") { self.downWord = downWord }
     public var isUp: Bool { state.withLock { $0.up } }
     public var lastFailure: String { state.withLock { $0.why } }
     public func up() { state.withLock { $0.up = true } }

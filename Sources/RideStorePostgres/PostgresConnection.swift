@@ -135,6 +135,40 @@ final class PostgresConnection {
     /// The server process id of this session (`pg_backend_pid()`), 0 when closed.
     var backendPID: Int32 { conn.map { PQbackendPID($0) } ?? 0 }
 
+    /// Which server this session reached and which session it is, read once at connect:
+    /// after a connection breaks during COMMIT, the store compares the server it reaches
+    /// next with this one (the same postmaster: wait for the old session to end; another
+    /// one, a promoted standby: the old session's transaction is decided there already).
+    struct Identity: Equatable, Sendable {
+        /// `pg_postmaster_start_time()` and the port: a restarted or promoted-elsewhere
+        /// server differs in one of them.
+        var server: String
+        var pid: Int32
+        /// `backend_start` of this session, so a reused PID is never mistaken for it.
+        var backendStart: String
+    }
+    private(set) var identity = Identity(server: "", pid: 0, backendStart: "")
+
+    /// Whether the session is still there, judged without waiting: a server that closed it
+    /// while it was idle (a terminated backend, a shutdown, a primary that died and reset the
+    /// socket) has left its last words and the end of the stream to read. Called between
+    /// calls only; closes the connection when it is gone. Sending a group on such a session
+    /// would lose it with its COMMIT, an outcome that then has to be read back, though
+    /// nothing could have been applied.
+    func stillThere() -> Bool {
+        guard let c = conn, PQstatus(c) == CONNECTION_OK else { return false }
+        // A few reads at most: the FATAL message and the end of the stream may take one each.
+        for _ in 0..<4 {
+            var p = pollfd(fd: PQsocket(c), events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 0) > 0 else { return true }
+            guard PQconsumeInput(c) == 1, PQstatus(c) == CONNECTION_OK else {
+                close()
+                return false
+            }
+        }
+        return true
+    }
+
     func close() {
         if let conn { PQfinish(conn) }
         conn = nil
@@ -313,7 +347,10 @@ final class PostgresConnection {
         }
         conn = c
         if PQstatus(c) == CONNECTION_BAD { throw failed("cannot connect") }
-        let deadline = ContinuousClock.now + .milliseconds(settings.connectTimeoutMillis)
+        // libpq applies connect_timeout to each host of a multi-host URI in turn, so the whole
+        // attempt may take that long per host: a dead first host (a lost primary that does not
+        // refuse, just drops packets) must not use up the time the next one needs.
+        let deadline = ContinuousClock.now + .milliseconds(settings.connectTimeoutMillis * max(1, settings.hostCount))
         var state = PGRES_POLLING_WRITING
         loop: while true {
             switch state {
@@ -332,13 +369,16 @@ final class PostgresConnection {
         // before it is durable. The timeouts keep a stuck lock or a forgotten transaction
         // from holding a node's store thread.
         do {
-            try query("""
+            let r = try query("""
                 SET synchronous_commit = on;
                 SET statement_timeout = \(settings.statementTimeoutMillis);
                 SET lock_timeout = \(settings.statementTimeoutMillis);
                 SET idle_in_transaction_session_timeout = \(settings.statementTimeoutMillis * 2);
                 SET client_min_messages = warning;
+                SELECT pg_postmaster_start_time()::text || ' port ' || COALESCE(inet_server_port()::text, 'socket'),
+                       pg_backend_pid(), (SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid());
                 """, timeoutMillis: settings.connectTimeoutMillis)
+            identity = Identity(server: r.text(0, 0), pid: Int32(r.int(0, 1) ?? 0), backendStart: r.optionalText(0, 2) ?? "")
         } catch {
             close()
             throw PostgresError(.connect, "connected but cannot set the session up: \(error.message)", sqlState: error.sqlState)

@@ -14,6 +14,11 @@ public struct PostgresSettings: Sendable {
     /// Any one statement; the client gives up 2 s after it (the server is gone).
     public var statementTimeoutMillis: Int = 3_000
     public var applicationName: String = "ridepush"
+    /// How long a group whose COMMIT lost its connection may wait for a primary to settle
+    /// it on (see `PostgresStore.settle`): a failover manager promotes a standby within
+    /// seconds; past this the outcome is left to the catch-up read and the client's retry.
+    /// The store thread waits that long (requests queue, ticks go on), once per lost COMMIT.
+    public var settleTimeoutMillis: Int = 15_000
 
     public init(uri: String, password: String? = nil) {
         self.uri = uri
@@ -36,6 +41,26 @@ public struct PostgresSettings: Sendable {
         let password = line.hasSuffix("\r") ? String(line.dropLast()) : line
         if password.isEmpty { throw StoreError(.unavailable, "--store-password-file \(path): the file is empty") }
         return password
+    }
+
+    /// How many hosts the URI names (`postgresql://u@db1:5432,db2:5432/db`, or
+    /// `?host=db1,db2`); libpq tries them in turn, each within `connect_timeout`.
+    public var hostCount: Int { Self.hostCount(uri) }
+
+    public static func hostCount(_ uri: String) -> Int {
+        guard let scheme = uri.range(of: "://") else { return 1 }
+        let rest = uri[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var count = authority.split(separator: ",", omittingEmptySubsequences: false).count
+        if let q = rest.firstIndex(of: "?") {
+            for p in rest[rest.index(after: q)...].split(separator: "&") where p.hasPrefix("host=") || p.hasPrefix("hostaddr=") {
+                let v = p.split(separator: "=", maxSplits: 1).last ?? ""
+                count = max(count, v.split(separator: ",", omittingEmptySubsequences: false).count)
+            }
+        }
+        return max(1, count)
     }
 
     /// The URI with any password replaced by `***`, for logs and error messages.

@@ -1,4 +1,6 @@
+import Foundation
 import Glibc
+import Synchronization
 import RideCore
 import RideStore
 
@@ -23,7 +25,9 @@ public final class PostgresStore: RideStore {
     /// The server process of the current connection (a node ignores its own NOTIFYs).
     public let ownBackend = BackendID()
     /// Whether the last call reached PostgreSQL.
-    public let health = ConnectionHealth()
+    public let health: ConnectionHealth
+    /// Groups whose COMMIT lost its connection, and how each was settled (tests, /metrics).
+    public let settles = SettleCounts()
     /// Replies read ahead for the group being decided (nil value: known not recorded).
     private var prefetched: [ReplyKey: StoredReply?]?
     private var prefetchedRides: [String: StoredRide?]?
@@ -41,6 +45,7 @@ public final class PostgresStore: RideStore {
         self.settings = settings
         self.clock = clock
         retryAt = clock.now()
+        health = ConnectionHealth(downWord: settings.hostCount > 1 ? "failing over" : "unreachable")
         label = "ride store \(settings.redacted)"
         let c = try PostgresJournal.run(label) { () throws(PostgresError) in try PostgresConnection(settings) }
         try PostgresJournal.migrate(c, label: label)
@@ -66,9 +71,13 @@ public final class PostgresStore: RideStore {
     ///
     /// A connection lost at COMMIT leaves the outcome unknown. Unlike an fsync error in a
     /// local file, that is not a reason to stop: PostgreSQL itself decides durability (and
-    /// stops itself on an fsync failure), and the answer can be read back. So it is reported
-    /// as `.unavailable`; if it did commit, the node's catch-up read applies the entries, and a
-    /// retry with the same request id gets the recorded reply, so it is still applied once.
+    /// stops itself on an fsync failure), and the answer can be read back. `settle` reads it
+    /// back on whichever server is the primary now (the same one, or a promoted standby) and
+    /// returns the group's results when it did commit, or `.unavailable` when it did not.
+    /// Only when no primary answers within `settleTimeoutMillis` does it stay unknown: then
+    /// `.unavailable` too (nobody is told anything); if it did commit, the node's catch-up
+    /// read applies the entries and a retry with the same request id gets the recorded reply,
+    /// so it is still applied once.
     public func commit(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult] {
         if batch.isEmpty {
             _ = try connection()
@@ -79,7 +88,8 @@ public final class PostgresStore: RideStore {
         prefetchedTraces = nil
         if let results = try oneRoundTrip(batch) { return results }
         if let results = try pipelined(batch) { return results }
-        return try transaction { (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
+        return try transaction(settle: { (results, lost, on) throws(StoreError) in try self.settle(batch, results, lost: lost, on: on) }) {
+            (c: PostgresConnection) throws(PostgresError) -> [WriteResult] in
             var rows = try PostgresJournal.lockRides(c, batch.map(\.rideID), label: label)
             var results: [WriteResult] = []
             results.reserveCapacity(batch.count)
@@ -171,19 +181,25 @@ public final class PostgresStore: RideStore {
         #if DEBUG
         holdCommit = beforeCommit != nil  // tests hold the locks before COMMIT
         #endif
+        statements.append(("SET LOCAL statement_timeout = 0", []))  // see noCommitTimeout
         if !holdCommit { statements.append(("COMMIT", [])) }
         do throws(PostgresError) {
             _ = try c.pipeline(statements)
             #if DEBUG
             if holdCommit {
                 beforeCommit?()
-                try c.query("COMMIT")
+                try c.query("\(Self.noCommitTimeout) COMMIT")
             }
             #endif
             return Array(repeating: .written, count: batch.count)
         } catch {
             guard c.isOpen else {
                 health.down(error.message)
+                // The COMMIT went out in the pipeline (or was about to): whether it was
+                // applied is known only to the server.
+                if error.kind == .lost || error.kind == .timeout {
+                    return try settle(batch, Array(repeating: .written, count: batch.count), lost: error, on: c.identity)
+                }
                 throw StoreError(postgres: error, label: label)
             }
             _ = try? c.query("ROLLBACK")
@@ -201,6 +217,7 @@ public final class PostgresStore: RideStore {
     /// then redoes the batch and words each refusal exactly.
     private func pipelined(_ batch: [StoreWrite]) throws(StoreError) -> [WriteResult]? {
         var attempt = 0
+        var lostAtCommit: (error: PostgresError, results: [WriteResult], on: PostgresConnection.Identity)?
         while true {
             let c = try connection()
             do throws(PostgresError) {
@@ -261,8 +278,17 @@ public final class PostgresStore: RideStore {
                 #if DEBUG
                 beforeCommit?()
                 #endif
-                try c.query("COMMIT")
-                return results.map { $0! }
+                let decided = results.map { $0! }
+                do throws(PostgresError) {
+                    try c.query("\(Self.noCommitTimeout) COMMIT")
+                } catch {
+                    // COMMIT sent and its answer lost: settled after this loop, by reading.
+                    guard !c.isOpen, error.kind == .lost || error.kind == .timeout else { throw error }
+                    health.down(error.message)
+                    lostAtCommit = (error, decided, c.identity)
+                    break
+                }
+                return decided
             } catch {
                 if c.isOpen { _ = try? c.query("ROLLBACK") } else { health.down(error.message) }
                 attempt += 1
@@ -270,6 +296,143 @@ public final class PostgresStore: RideStore {
                 throw StoreError(postgres: error, label: label)
             }
         }
+        guard let lost = lostAtCommit else { return nil }
+        return try settle(batch, lost.results, lost: lost.error, on: lost.on)
+    }
+
+    // MARK: a COMMIT whose answer was lost
+
+    /// Decides whether a group whose connection broke after its COMMIT was sent committed,
+    /// by reading on whichever server is the primary now; never by assuming either way.
+    ///
+    /// - Reconnects (the multi-host URI with `target_session_attrs=read-write` finds the
+    ///   primary, a promoted standby included), every 250 ms until `settleTimeoutMillis`.
+    /// - On the same server (same postmaster): the old session may still be finishing its
+    ///   COMMIT (waiting for the synchronous standby, say), and until it ends its writes are
+    ///   invisible, neither there nor surely gone. So it is ended (`pg_terminate_backend`,
+    ///   matched by PID and `backend_start`, never another session) and waited for.
+    /// - On another server (a promoted standby, or a restarted one) nothing of the old session
+    ///   is running: its transaction is there, committed, or it never will be.
+    /// - Then it looks for the group's writes: every journal entry (ride, seq, kind, instant)
+    ///   and every recorded reply (key, instant, the exact bytes). The transaction was one
+    ///   unit, so all found = committed (or, for an auto-end, another node wrote the very same
+    ///   entry, which is the same truth to publish); anything missing = not committed.
+    ///
+    /// Returns `results` when committed; throws `.unavailable` when not (nothing applied, the
+    /// client retries with the same id) or when no primary answered in time (still unknown:
+    /// no one is told; the catch-up read and the reply table settle it later).
+    func settle(_ batch: [StoreWrite], _ results: [WriteResult], lost: PostgresError,
+                on old: PostgresConnection.Identity) throws(StoreError) -> [WriteResult] {
+        conn = nil
+        ownBackend.set(0)
+        let written = batch.indices.filter { results[$0] == .written }.map { batch[$0] }
+        guard let check = Self.settleStatement(written) else {
+            settles.unknown.add(1, ordering: .relaxed)
+            throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)); a group without entries or replies cannot be read back")
+        }
+        let deadline = ContinuousClock.now + .milliseconds(settings.settleTimeoutMillis)
+        var why = lost.message
+        while !closed && ContinuousClock.now < deadline {
+            var found: Int64 = 0
+            var sameServer = false
+            do throws(PostgresError) {
+                let c = try PostgresConnection(settings)
+                conn = c
+                ownBackend.set(c.backendPID)
+                backoffMillis = 0
+                sameServer = c.identity.server == old.server
+                if sameServer && old.pid != 0 {
+                    try waitForSessionEnd(c, old, until: deadline)
+                }
+                let r = try c.query(check.sql, check.params)
+                found = (r.int(0, 0) ?? 0) + (r.int(0, 1) ?? 0)
+                if found == check.expected {
+                    // Found on this primary, but perhaps only here: an old session ended
+                    // while it waited for the synchronous standby has committed locally
+                    // and nowhere else. A commit of our own returning after it means its WAL
+                    // is wherever an acknowledged commit's is (synchronous_commit = on). It must
+                    // write WAL (a transaction that writes none does not wait for the standby):
+                    // an update of one of the group's rides to what it is.
+                    let left = ContinuousClock.now.duration(to: deadline)
+                    try c.query("BEGIN")
+                    try c.query("UPDATE ridepush.rides SET last_seq = last_seq WHERE id = $1::text", [.text(check.ride)])
+                    try c.query("\(Self.noCommitTimeout) COMMIT", timeoutMillis: max(1_000, Int(left.components.seconds) * 1_000))
+                }
+                health.up()
+            } catch {
+                why = error.message
+                conn?.close()
+                conn = nil
+                ownBackend.set(0)
+                health.down(error.message)
+                Thread.sleep(forTimeInterval: 0.25)
+                continue
+            }
+            if found == check.expected {
+                settles.committed.add(1, ordering: .relaxed)
+                return results
+            }
+            settles.notCommitted.add(1, ordering: .relaxed)
+            throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)); read back on \(sameServer ? "the same server" : "the new primary"): not committed (\(found) of \(check.expected) writes found), nothing applied")
+        }
+        settles.unknown.add(1, ordering: .relaxed)
+        // No backoff added: settling has waited already, so the next call tries at once.
+        throw StoreError(.unavailable, "\(label): connection lost at COMMIT (\(lost.message)) and no primary answered within \(settings.settleTimeoutMillis) ms to read it back (\(why)); outcome unknown, nothing told")
+    }
+
+    /// Ends the session `old` on this same server if it is still there and waits until it has
+    /// gone, so its transaction is decided (committed or rolled back) before it is looked for.
+    private func waitForSessionEnd(_ c: PostgresConnection, _ old: PostgresConnection.Identity,
+                                   until deadline: ContinuousClock.Instant) throws(PostgresError) {
+        let match = "pid = $1::integer AND backend_start::text = $2::text"
+        _ = try c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE \(match)",
+                        [.int(Int64(old.pid)), .text(old.backendStart)])
+        while true {
+            let r = try c.query("SELECT count(*) FROM pg_stat_activity WHERE \(match)", [.int(Int64(old.pid)), .text(old.backendStart)])
+            if (r.int(0, 0) ?? 0) == 0 { return }
+            if ContinuousClock.now >= deadline { throw PostgresError(.timeout, "the session that sent COMMIT (pid \(old.pid)) has not ended") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+
+    /// Sent just before every COMMIT of a write: the session's statement_timeout must not
+    /// reach the COMMIT, because a COMMIT cancelled while it waits for the synchronous
+    /// standby returns success with only a WARNING ("committed locally, but might not have
+    /// been replicated"), and the group would be acknowledged with its WAL on the primary
+    /// alone. Without it the client-side deadline ends the wait, and `settle` decides.
+    static let noCommitTimeout = "SET LOCAL statement_timeout = 0;"
+
+    /// One statement counting the group's journal entries and replies that are in the store
+    /// exactly as the group wrote them; nil when the group wrote neither (traces only).
+    static func settleStatement(_ writes: [StoreWrite]) -> (sql: String, params: [PGValue], expected: Int64, ride: String)? {
+        var rides: [String] = [], seqs: [String] = [], kinds: [String] = [], ats: [String] = []
+        var scopes: [String] = [], ids: [String] = [], replyAts: [String] = [], bytes: [String] = []
+        func reply(_ r: ReplyRecord?) {
+            guard let r else { return }
+            scopes.append(hex(r.key.scope)); ids.append(hex(r.key.id)); replyAts.append(String(r.at)); bytes.append(Hex.lower(r.bytes))
+        }
+        for w in writes {
+            switch w {
+            case .create(let new, let r):
+                rides.append(new.id); seqs.append("1"); kinds.append("start"); ats.append(String(new.startedAt))
+                reply(r)
+            case .append(let e, let r):
+                rides.append(e.ride); seqs.append(String(e.seq)); kinds.append(e.transition.kind); ats.append(String(e.transition.at))
+                reply(r)
+            case .trace:
+                continue
+            }
+        }
+        guard let first = rides.first else { return nil }  // every reply belongs to an entry
+        let a = PostgresJournal.arrayLiteral
+        return ("""
+            SELECT (SELECT count(*) FROM unnest($1::text[], $2::text[]::bigint[], $3::text[], $4::text[]::bigint[]) AS w(ride, seq, kind, at)
+                    JOIN ridepush.journal j ON j.ride_id = w.ride AND j.seq = w.seq AND j.kind = w.kind AND j.at = w.at),
+                   (SELECT count(*) FROM unnest($5::text[], $6::text[], $7::text[]::bigint[], $8::text[]) AS k(s, i, at, b)
+                    JOIN ridepush.replies r ON r.scope = decode(k.s, 'hex') AND r.id = decode(k.i, 'hex') AND r.at = k.at
+                                          AND r.bytes = decode(k.b, 'hex'))
+            """, [.text(a(rides)), .text(a(seqs)), .text(a(kinds)), .text(a(ats)),
+                  .text(a(scopes)), .text(a(ids)), .text(a(replyAts)), .text(a(bytes))], Int64(rides.count + scopes.count), first)
     }
 
     // MARK: exactly-once replies read ahead
@@ -433,7 +596,7 @@ public final class PostgresStore: RideStore {
     /// The open connection, reopened if lost (at most once per backoff interval).
     func connection() throws(StoreError) -> PostgresConnection {
         if closed { throw StoreError(.unavailable, "\(label): closed") }
-        if let conn, conn.isOpen { return conn }
+        if let conn, conn.stillThere() { return conn }
         conn = nil
         ownBackend.set(0)
         let now = clock.now()
@@ -462,17 +625,28 @@ public final class PostgresStore: RideStore {
 
     /// One call = one transaction. A deadlock or serialization failure (two nodes' batches
     /// locking rides in different orders) is retried, twice at most: nothing of it applied.
-    private func transaction<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
+    /// `settle`: how to decide a COMMIT whose answer was lost (a group's writes are read
+    /// back); without it such a COMMIT is reported `.unavailable`, its outcome unknown.
+    private func transaction<T>(settle: ((T, PostgresError, PostgresConnection.Identity) throws(StoreError) -> T)? = nil,
+                                _ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
         var attempt = 0
+        var lostAtCommit: (value: T, error: PostgresError, on: PostgresConnection.Identity)?
         while true {
             let c = try connection()
-            do {
+            do throws(PostgresError) {
                 try c.query("BEGIN")
                 let value = try body(c)
                 #if DEBUG
                 beforeCommit?()
                 #endif
-                try c.query("COMMIT")
+                do throws(PostgresError) {
+                    try c.query("\(Self.noCommitTimeout) COMMIT")
+                } catch {
+                    guard settle != nil, !c.isOpen, error.kind == .lost || error.kind == .timeout else { throw error }
+                    health.down(error.message)
+                    lostAtCommit = (value, error, c.identity)
+                    break
+                }
                 return value
             } catch {
                 if c.isOpen { _ = try? c.query("ROLLBACK") } else { health.down(error.message) }
@@ -481,7 +655,21 @@ public final class PostgresStore: RideStore {
                 throw StoreError(postgres: error, label: label)
             }
         }
+        let lost = lostAtCommit!
+        return try settle!(lost.value, lost.error, lost.on)
     }
+}
+
+/// How the groups whose COMMIT lost its connection were settled, readable from any thread.
+public final class SettleCounts: Sendable {
+    /// Read back and found: published as committed.
+    public let committed = Atomic<Int>(0)
+    /// Read back and not found: answered `unavailable`, nothing applied.
+    public let notCommitted = Atomic<Int>(0)
+    /// No primary answered within `settleTimeoutMillis` (or nothing to read back): answered
+    /// `unavailable` with the outcome unknown; the catch-up read applies it if it committed.
+    public let unknown = Atomic<Int>(0)
+    public init() {}
 }
 
 /// CLOCK_MONOTONIC in milliseconds, the default clock of the store's reconnect backoff: a

@@ -14,13 +14,15 @@ package enum Health {
 
     /// The store's word: what its worker recorded (`stalled`: a group or a sync in flight
     /// longer than `stallMillis`; `failing`: its last answer, to a commit or to the worker's
-    /// own probe, was a failure), or `unreachable` while a PostgreSQL store's connection is
-    /// down. Never a guess from request outcomes: the worker probes a failing store itself,
-    /// so this turns `ok` again without any client's write.
+    /// own probe, was a failure), or while a PostgreSQL store's connection is down
+    /// `unreachable` (one server) or `failing over` (a multi-host URI). The connection's word
+    /// wins over `stalled`: a group whose COMMIT lost its connection waits on the worker
+    /// thread for a primary to settle it on, and that is a failover, not a stuck disk.
+    /// Never a guess from request outcomes: the worker probes a failing store itself, so this
+    /// turns `ok` again without any client's write.
     package static func store(_ health: StoreHealth, connection: ConnectionHealth?) -> String {
-        let state = health.state(stallMillis: stallMillis)
-        if state != .stalled, connection?.isUp == false { return "unreachable" }
-        return state.rawValue
+        if let connection, !connection.isUp { return connection.downWord }
+        return health.state(stallMillis: stallMillis).rawValue
     }
 
     /// `"store_ages_ms"`: how long the current group and log sync have been in flight and how
