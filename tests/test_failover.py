@@ -12,6 +12,7 @@ import pytest
 
 from pg import Postgres, bin_dir
 from rp import Client, Server
+from test_cluster import wait_until
 
 FAST = ("--control-rate", "100000", "--max-subscriptions", "256")
 STATE_AFTER = {"start": "riding", "pause": "paused", "resume": "riding", "end": "ended"}
@@ -154,17 +155,6 @@ class HealthWatch(threading.Thread):
             if len(ok) == 2 and all(v is not None for v in ok.values()):
                 return max(ok.values())
         return None
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("not within %.0fs: %s" % (timeout, what))
-        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ public struct PushSchedule {
         /// `stale-date` is this long after the next expected change: a push a little late
         /// is not shown as stale.
         public var staleMargin: Int64 = 5_000
-        public var backoff = PushBackoff()
+        /// 1 s, doubling, at most a minute between a target's tries.
+        public var backoff = PushBackoff(first: 1_000, cap: 60_000)
         public init() {}
     }
 

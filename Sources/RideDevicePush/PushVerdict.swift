@@ -16,30 +16,9 @@ public enum PushVerdict: Sendable, Equatable {
     case failed(reason: String)
 }
 
-/// The wait before attempt n + 1 after n failed: 1 s, doubling, capped. (RideWebhooks'
-/// RetrySchedule has the same curve; this target does not depend on the webhooks.)
-public struct PushBackoff: Sendable, Equatable {
-    public var first: Int64
-    public var cap: Int64
-
-    public init(first: Int64 = 1_000, cap: Int64 = 60_000) {
-        precondition(first > 0 && cap >= first)
-        self.first = first
-        self.cap = cap
-    }
-
-    /// Milliseconds to wait after failed attempt `attempt` (1 = the first).
-    public func delay(afterAttempt attempt: Int) -> Int64 {
-        var d = first
-        var k = 1
-        // Stops at the cap long before doubling could overflow.
-        while k < attempt, d < cap {
-            d *= 2
-            k += 1
-        }
-        return min(d, cap)
-    }
-}
+/// The wait before attempt n + 1 after n failed: 1 s, doubling, capped at a minute (RideCore's
+/// Backoff, the webhooks' curve with a push's bounds).
+public typealias PushBackoff = Backoff
 
 /// The `reason` (APNs) of an error body, if the body is JSON with one.
 func jsonString(_ body: [UInt8], _ path: String...) -> String? {

@@ -18,15 +18,7 @@ public struct RetrySchedule: Sendable, Equatable {
 
     /// Milliseconds to wait after failed attempt number `attempt` (1 = the first).
     public func delay(afterAttempt attempt: Int) -> Int64 {
-        precondition(attempt >= 1)
-        // Doubling stops at the cap long before it could overflow: 2^k > cap for small k.
-        var delay = firstDelay
-        var k = 1
-        while k < attempt, delay < maxDelay {
-            delay *= 2
-            k += 1
-        }
-        return min(delay, maxDelay)
+        Backoff(first: firstDelay, cap: maxDelay).delay(afterAttempt: attempt)
     }
 
     public enum Decision: Sendable, Equatable {
