@@ -29,7 +29,7 @@ BINARY=""
 SCRATCH=""
 ALLOW_SWIFT_RUNTIME=0
 # Keep in step with ARG RUNTIME_PACKAGES in deploy/Dockerfile (the Dockerfile passes it).
-RUNTIME_PACKAGES="libwebsockets17 libssl3 libsqlite3-0 libpq5 libcap2"
+RUNTIME_PACKAGES="libwebsockets17 libssl3 libsqlite3-0 libpq5 libcurl4 libcap2"
 # In debian:bookworm-slim already (required-priority packages apt itself depends on).
 BASE_PACKAGES="libc6 libgcc-s1 libstdc++6"
 
