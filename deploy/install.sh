@@ -184,7 +184,7 @@ if [ "$SYSTEMCTL" = 1 ]; then
   systemctl enable --quiet ridepush.service
   if systemctl is-active --quiet ridepush.service; then
     if [ ${#CHANGED[@]} -gt 0 ]; then
-      say "restarting ridepush (clients are closed with 1001 and reconnect)"
+      say "restarting ridepush (clients are closed with 1012 over the drain and reconnect)"
       systemctl restart ridepush.service
     fi
   else

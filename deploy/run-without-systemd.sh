@@ -3,7 +3,7 @@
 # systemd (runit, OpenRC, supervisord, a container's init, a shell): the same env file, the
 # same secret, the same unprivileged user and file limit. Run it as root from the
 # supervisor; it reads the root-only secret, then becomes the service user and execs
-# `ridepush serve`, so signals (SIGTERM → close every socket with 1001) reach the server.
+# `ridepush serve`, so signals (SIGTERM → drain: every socket closed with 1012) reach the server.
 #
 #   sudo deploy/run-without-systemd.sh [extra serve flags]
 #

@@ -4,6 +4,8 @@
 
 const BACKOFF_MIN = 500;
 const BACKOFF_MAX = 5000;
+// A draining node's 1012: reconnect within this many ms (uniform), not after a backoff.
+const RESTART_JITTER = 250;
 
 // crypto.randomUUID exists only in secure contexts (https, localhost); a plain-http LAN
 // address still gets unique ids from getRandomValues.
@@ -142,6 +144,16 @@ RPSocket.prototype.connect = function () {
       if (this.o.onStop) this.o.onStop(ev.code, ev.reason, !!this.token);
       return;
     }
+    // 1012: the node is draining (a rolling restart) and the load balancer already sends
+    // elsewhere, so come back at once, not after a backoff; the jitter keeps the riders it
+    // closes in one beat from arriving in the same instant. Pending requests are resent by id
+    // on the new connection and the page resubscribes on `onAuth`, as after any reconnect.
+    if (ev.code === 1012) {
+      this.attempt = 0;
+      this.setConn('reconnecting');
+      this.retrySoon();
+      return;
+    }
     this.setConn('reconnecting');
     this.retry();
   };
@@ -155,6 +167,12 @@ RPSocket.prototype.retry = function () {
   const d = Math.min(BACKOFF_MAX, BACKOFF_MIN * Math.pow(2, this.attempt));
   this.attempt += 1;
   this.timer = setTimeout(() => this.connect(), d / 2 + Math.random() * d / 2);
+};
+
+// Reconnect within RESTART_JITTER ms, uniformly: at once, but not all in the same instant.
+RPSocket.prototype.retrySoon = function () {
+  if (this.timer || this.conn === 'stopped') return;
+  this.timer = setTimeout(() => this.connect(), Math.random() * RESTART_JITTER);
 };
 
 // Open but silent (a watchdog decided): drop it and start over with backoff.

@@ -60,6 +60,10 @@ class Server:
             cmd += ["--auth", self.auth]
         cmd += self.args
         env = dict(os.environ)
+        # No drain unless a test asks (--drain-seconds, test_drain.py): every test's teardown
+        # SIGTERMs a server that may still hold its clients, and 10 s of trickle each would
+        # only slow the suite down.
+        env.setdefault("RIDEPUSH_DRAIN_SECONDS", "0")
         if self.env:
             env.update(self.env)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -306,11 +306,22 @@ def test_the_pages_socket_stops_on_exactly_the_close_codes_that_say_stop():
     assert otherwise == "reconnect"
 
 
+def test_the_pages_socket_comes_back_at_once_from_a_draining_node():
+    """1012 (a rolling restart, docs/operations.md#rolling-restarts): socket.js reconnects
+    within its short jitter, not after the exponential backoff every other code takes."""
+    src = read_public("socket.js")
+    named, _ = socket_close_handling(src)
+    assert named.get(1012) == "reconnect"
+    block = src[src.index("if (ev.code === 1012) {"):]
+    block = block[:block.index("\n    }")]
+    assert "this.retrySoon()" in block and "this.retry()" not in block, block
+
+
 def test_socket_close_handling_is_read_from_the_code_not_guessed():
     """The parser above reads a change: a second stop code, or stopping on everything."""
     src = read_public("socket.js")
     assert socket_close_handling(src.replace("ev.code === 4401", "ev.code === 4401 || ev.code === 4008")) == \
-        ({4401: "stop", 4008: "stop"}, "reconnect")
+        ({4401: "stop", 4008: "stop", 1012: "reconnect"}, "reconnect")
     assert socket_close_handling(src.replace("    this.retry();\n  };", "    this.setConn('stopped');\n  };"))[1] == "stop"
 
 

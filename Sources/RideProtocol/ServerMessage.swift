@@ -239,10 +239,15 @@ public struct ShareLink: Sendable, Equatable {
 
 /// Close codes the server sends (protocol/examples/close-codes.json) and what a client does.
 public enum CloseCode {
+    /// Sent by servers before drains existed (a stop closed everything at once); a client
+    /// reconnects with backoff.
     public static let goingAway: UInt16 = 1001
     public static let policyViolation: UInt16 = 1008
+    /// "Service restart": the node is draining (SIGTERM, a rolling restart); reconnect at once,
+    /// with jitter, and the load balancer picks another node.
+    public static let serviceRestart: UInt16 = 1012
     public static let slowConsumer: UInt16 = 4008
     public static let unauthorized: UInt16 = 4401
-    /// Every code above. 4401 alone is not worth a plain retry: the token must change first.
-    public static let sent: [UInt16] = [goingAway, policyViolation, slowConsumer, unauthorized]
+    /// Every code the server sends. 4401 alone is not worth a plain retry: the token must change first.
+    public static let sent: [UInt16] = [policyViolation, serviceRestart, slowConsumer, unauthorized]
 }

@@ -533,6 +533,10 @@ struct ClientCore {
             tokenCurrent = false
             return beginConnect()
         }
+        // A draining node (a rolling restart): the load balancer already sends elsewhere, so
+        // back at once, within the first backoff's jitter (not after a doubled one); feeds and
+        // unanswered requests carry over as after any reconnect.
+        if code == CloseCode.serviceRestart { attempt = 0 }
         scheduleReconnect(why, wasConnectedSince: since)
     }
 

@@ -43,7 +43,7 @@ public enum ConnectionState: Sendable, Equatable {
 
 /// Why a connection was lost (the client reconnects).
 public enum DisconnectReason: Sendable, Equatable {
-    /// The server closed the WebSocket (1001 restart, 4008 slow consumer, 1006 no close frame, …).
+    /// The server closed the WebSocket (1012 a draining node, 4008 slow consumer, 1006 no close frame, …).
     case closedByServer(code: UInt16, reason: String)
     /// The connection could not be opened (refused, DNS, TLS); the text names the URL.
     case cannotConnect(String)

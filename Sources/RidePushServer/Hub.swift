@@ -1,5 +1,6 @@
 import CLibWebSockets
 import Foundation
+import Glibc
 import RideAuth
 import RideCore
 import RideHTTPClient
@@ -265,6 +266,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                                   trim: { _ = malloc_trim(0) })
         trimmer.start()
         let done = DispatchGroup()
+        shardsLooping.store(shards.count, ordering: .relaxed)
         for shard in shards {
             done.enter()
             let t = Thread {
@@ -286,10 +288,32 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         trimmer.stop()
     }
 
-    /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.
-    public func shutdown() {
+    /// Drains and stops (docs/operations.md#rolling-restarts): /healthz says `draining` (503) at
+    /// once, the listening socket stops listening (new connections are refused, so a load
+    /// balancer's next try goes to another node), and every thread closes its WebSockets with
+    /// 1012 spread over `drainSeconds` (DrainPlan), answering what it already received; `run`
+    /// returns once none is left. 0: all at once, within 3 s as before drains. Callable from any
+    /// thread; a second call changes nothing.
+    public func shutdown(drainSeconds: Int = 0) {
+        guard !draining.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        drainStart.store(monotonicMillis(), ordering: .relaxed)
+        drainMillis.store(Int64(max(0, drainSeconds)) * 1000, ordering: .relaxed)
+        // shutdown(2) on a listening socket stops it listening for every descriptor that shares
+        // it (each thread's duplicate too): connections waiting in its backlog are reset and new
+        // ones refused, here and now rather than when the last thread stops watching it.
+        _ = Glibc.shutdown(listener.fd, Int32(SHUT_RD))
         for shard in shards { shard.post(.shutdown) }
     }
+
+    /// Set by `shutdown`: /healthz answers `draining`.
+    let draining = Atomic<Bool>(false)
+    /// When the drain began (monotonic ms) and how long it lasts: every thread plans its
+    /// closes on the same span, so the node as a whole closes in one even trickle.
+    let drainStart = Atomic<Int64>(0)
+    let drainMillis = Atomic<Int64>(0)
+    /// Threads still in their service loop. Thread 0 leaves last: it ticks for the others'
+    /// connections until they are closed.
+    let shardsLooping = Atomic<Int>(0)
 
     /// The shard servicing lws context `ctx` (the callbacks' way in): on a service thread its
     /// own, else found among the few.
@@ -327,18 +351,19 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
     /// /healthz: `ok` only when the ticker ticked, every thread looped and the store wrote
     /// recently enough (Health.stallMillis) and, with PostgreSQL, the store and the listener
-    /// reach it; otherwise `degraded`, served with HTTP 503.
+    /// reach it; otherwise `degraded`, served with HTTP 503; `draining` (503) once a SIGTERM came.
     func health() -> (ok: Bool, json: [UInt8]) {
         let now = monotonicMillis()
         let tickAge = now - ticker.lastTick.load(ordering: .relaxed)
         let loopAges = shards.map { now - $0.lastLoop.load(ordering: .relaxed) }
         let storeWord = storeState()
         let store = storeWord == "ok"
-        let ok = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store && listenerHealthy
+        let healthy = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store && listenerHealthy
+        let (ok, status) = Health.status(healthy: healthy, draining: draining.load(ordering: .relaxed))
         let c = registry.counts
         var w = JSONWriter()
         w.beginObject()
-        w.field("status", ok ? "ok" : "degraded")
+        w.field("status", status)
         w.field("version", BuildInfo.version)
         w.field("commit", BuildInfo.commit)
         if let clusterFeed { w.field("listener", clusterFeed.health.isUp ? "ok" : "unreachable") }

@@ -114,7 +114,8 @@ extension Shard {
         sessions.add(s)
         hub.metrics.add(hub.metrics.connections)
         connectionCount.wrappingAdd(1, ordering: .relaxed)
-        if stopping { s.close(code: 1001, reason: "server shutting down") }
+        // Accepted just before the drain began: off to another node at once.
+        if stopping { closeForRestart(s) }
         if let token = pending?.token { perform(s, s.conn.upgradeToken(token, hub)) }
     }
 

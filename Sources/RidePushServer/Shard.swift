@@ -50,6 +50,10 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     let backoffTimer = TimerBox.make()
     /// Keepalive, authentication and token deadlines, slow consumers (ConnectionTimers).
     let connectionTimer = TimerBox.make()
+    /// The drain's beat (DrainPlan.beatMillis), from the shutdown on.
+    let drainTimer = TimerBox.make()
+    /// Set by the shutdown: which connections close when (DrainPlan).
+    var drain: DrainPlan?
     var lastBackoffLog: Int64 = 0
     /// Current pause before watching the listener again: doubles from 100 ms to 2 s while the
     /// file limit lasts (each look costs a poll over every socket), back to 0 on an accept.
@@ -80,6 +84,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         tickTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         backoffTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
         connectionTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+        drainTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
     }
 
     deinit {
@@ -89,6 +94,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         tickTimer.deallocate()
         backoffTimer.deallocate()
         connectionTimer.deallocate()
+        drainTimer.deallocate()
     }
 
     /// Creates a shard's context (on the calling thread; the shard's `run` services it), before
@@ -133,16 +139,22 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         watchListener()
         scheduleConnectionTimers()
         if index == 0 { hub.ticker.start(on: self) }
-        var deadline: Int64 = .max
         while true {
             lastLoop.store(monotonicMillis(), ordering: .relaxed)
-            if stopping {
-                if deadline == .max { deadline = monotonicMillis() + 3000 }
-                if sessions.isEmpty || monotonicMillis() > deadline { break }
+            if stopping, let drain {
+                // Thread 0 ticks for every thread's connections, so it leaves last.
+                let othersDone = index != 0 || hub.shardsLooping.load(ordering: .relaxed) == 1
+                if (sessions.isEmpty && othersDone) || monotonicMillis() > drain.deadline { break }
             }
             if lws_service(context, 0) < 0 { break }
             if cepoll_loop_take_listener(loop) != 0 { _ = acceptReady() }
         }
+        if index == 0 { hub.ticker.stop(on: self) }
+        lws_sul_cancel(&drainTimer.pointee.sul)
+        hub.shardsLooping.subtract(1, ordering: .relaxed)
+        // Thread 0 may be waiting in lws_service for this to be the last: wake it. Its context
+        // lives until every thread has left (Hub.run destroys the contexts after).
+        if index != 0, let first = hub.shards.first { lws_cancel_service(first.context) }
     }
 
     // MARK: mailbox
@@ -246,7 +258,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// each session, performed here. Its own lws timer on this context, apart from the tick.
     func scheduleConnectionTimers() {
         lws_sul_schedule(context, 0, &connectionTimer.pointee.sul, { sul in
-            guard let shard = TimerBox.owner(of: sul, as: Shard.self), !shard.stopping else { return }
+            // Also while draining: the connections still open keep their keepalive and
+            // slow-consumer deadlines until their turn to close.
+            guard let shard = TimerBox.owner(of: sul, as: Shard.self) else { return }
             shard.connectionTimersFired()
             shard.scheduleConnectionTimers()
         }, 1_000_000)
@@ -392,6 +406,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// Accepts what is waiting on the shared listening socket and hands each connection to lws.
     /// Returns -1 to have lws stop watching the listener (backing off at the file limit).
     func acceptReady() -> Int32 {
+        // Draining: the listener was shut down (Hub.shutdown), so it reads ready for ever;
+        // -1 has lws stop watching its duplicate.
+        if stopping {
+            acceptor = nil
+            return -1
+        }
         for _ in 0..<64 {
             let fd = clws_accept(listenFD)
             if fd < 0 {
@@ -457,11 +477,40 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
 
     // MARK: shutdown
 
+    /// The shutdown reaches this thread (Hub.shutdown): stop accepting, plan the closes over
+    /// the drain, and take the first beat now (with no drain, every connection goes at once).
+    /// The ticker and the connection timers go on for the connections still open.
     func beginShutdown() {
         guard !stopping else { return }
         stopping = true
-        if index == 0 { hub.ticker.stop(on: self) }
-        for s in sessions.values { s.close(code: 1001, reason: "server shutting down") }
+        lws_sul_cancel(&backoffTimer.pointee.sul)
+        if let loop { cepoll_loop_listen(loop, listenFD, 0) }
+        // Oldest first: serials grow with each connection.
+        drain = DrainPlan(sessions: sessions.values.map(\.serial).sorted(),
+                          start: hub.drainStart.load(ordering: .relaxed), length: hub.drainMillis.load(ordering: .relaxed))
+        drainBeat()
+    }
+
+    /// One beat of the drain: closes with 1012 what the plan says is due (a connection whose
+    /// request the store has not answered yet waits for its answer), then beats again.
+    func drainBeat() {
+        guard var plan = drain else { return }
+        let due = plan.beat(now: monotonicMillis()) { serial in (sessions[serial]?.conn.inFlight ?? 0) > 0 }
+        drain = plan
+        for serial in due {
+            guard let s = sessions[serial] else { continue }  // closed by its peer meanwhile
+            closeForRestart(s)
+        }
+        guard !plan.finished else { return }
+        lws_sul_schedule(context, 0, &drainTimer.pointee.sul, { sul in
+            TimerBox.owner(of: sul, as: Shard.self)?.drainBeat()
+        }, lws_usec_t(DrainPlan.beatMillis * 1000))
+    }
+
+    /// 1012 "service restart": the client reconnects at once (with jitter) to another node,
+    /// keeping its subscriptions and resending unanswered requests by id.
+    func closeForRestart(_ s: Session) {
+        s.close(code: 1012, reason: "service restart: reconnect")
     }
 }
 

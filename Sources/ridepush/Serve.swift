@@ -55,6 +55,7 @@ let serveOptions: OptionTable = {
         // the system's store and this file: a private CA, an inspecting proxy's CA.
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
         .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
+        .int("--drain-seconds", placeholder: "SECONDS", range: 0...3600, env: "RIDEPUSH_DRAIN_SECONDS", default: d.drainSeconds, help: "on SIGTERM: /healthz says draining (503), the port closes, and the WebSockets are closed with 1012 spread over this many seconds so riders reconnect to other nodes in a trickle; the process exits at once when none is left (docs/operations.md#rolling-restarts); 0: close them all at once"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
         // Tests only, so not in --help: the Autobahn echo endpoint at /echo (docs/testing.md).
         .int("--ws-echo", placeholder: "BYTES", range: 64...(64 << 20), help: "echo endpoint /echo with this message limit (tests only)", hidden: true),
@@ -109,6 +110,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         }
         c.maxSpeedKph = Double(o.int("--max-speed-kph")!)
         c.retainEndedDays = o.int("--retain-ended")
+        c.drainSeconds = o.int("--drain-seconds")!
         var links: (control: String, ops: String)?
         var secretNote = ""
         var configuredSecret: [UInt8]?
@@ -232,7 +234,10 @@ func serveCommand(_ args: [String]) -> Int32 {
             print("ridepush: " + secretNote)
         }
         fflush(nil)
-        waitForSignals(reload: { hub.reloadKeys() }, then: { hub.shutdown() })
+        // SIGTERM (systemd, a rolling restart) drains over --drain-seconds; SIGINT is a person
+        // at a terminal, who wants the prompt back now: everything closes at once.
+        let drainSeconds = c.drainSeconds
+        waitForSignals(reload: { hub.reloadKeys() }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
         hub.run()
         closeOutbox()  // the sender stopped within run()
         print("ridepush: stopped")
@@ -259,7 +264,7 @@ func generatedSecret(store: String) throws(SecretError) -> (secret: [UInt8], not
 }
 
 /// SIGINT and SIGTERM are blocked in every thread and taken by one waiting thread, which
-/// asks the server to close its sockets with 1001 and stop.
+/// asks the server to drain (close its sockets with 1012) and stop.
 /// SIGINT, SIGTERM and SIGHUP blocked in the calling thread (and so in every thread it starts);
 /// `waitForSignals` takes them with sigwait.
 @discardableResult
@@ -276,7 +281,7 @@ func blockServerSignals() -> sigset_t {
 
 /// A thread of its own takes the signals: SIGHUP runs `reload` there (file I/O is fine on it;
 /// no handler runs in signal context), SIGINT or SIGTERM runs `stop` and ends the thread.
-func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping @Sendable () -> Void) {
+func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping @Sendable (Int32) -> Void) {
     let blocked = blockServerSignals()
     Thread.detachNewThread {
         var s = blocked
@@ -287,8 +292,8 @@ func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping
                 reload()
                 continue
             }
-            Log.info("signal \(sig): closing connections", ["signal": .int(Int64(sig))])
-            stop()
+            Log.info("signal \(sig): draining (closing connections)", ["signal": .int(Int64(sig))])
+            stop(sig)
             return
         }
     }

@@ -198,7 +198,7 @@ final class ClientCoreTests: XCTestCase {
     }
 
     func testServerCloseCodesOtherThan4401Reconnect() {
-        for code: UInt16 in [1001, 1006, 1008, 4008, 1000, 4999] {
+        for code: UInt16 in [1001, 1006, 1008, 1012, 4008, 1000, 4999] {
             var h = Harness(jitter: [0])
             h.do { $0.subscribe("r-42") }
             h.token(nil)
@@ -209,6 +209,33 @@ final class ClientCoreTests: XCTestCase {
             h.advance(millis: 0)
             XCTAssertEqual(h.connects, [1, 2], "code \(code)")
         }
+    }
+
+    func testAServiceRestartReconnectsWithinTheFirstJitterKeepingFeedsAndRequests() {
+        // A draining node's 1012 after two refused attempts: the next wait is drawn from the
+        // first ceiling (500 ms), not the doubled one, and the feed and the unanswered
+        // request carry over to the next connection with the same id.
+        var h = Harness(jitter: [UInt64.max])
+        h.do { $0.subscribe("r-42") }
+        h.token(tok)
+        h.fail("refused")
+        h.advanceToWakeup()
+        h.fail("refused")
+        h.advanceToWakeup()
+        XCTAssertEqual(h.lastState, .connecting(attempt: 2))
+        h.connectAndAuthenticate()
+        let start = h.core.request(.start(ride: "r-43", plan: nil, limit: nil))
+        h.run()
+        let sentStart = h.frames.first { $0.contains(#""type":"start""#) }
+        XCTAssertNotNil(sentStart)
+        h.close(1012, "service restart: reconnect")
+        XCTAssertEqual(h.lastState, .waitingToReconnect(delay: .milliseconds(Int64(UInt64.max % 501)),
+                                                         reason: .closedByServer(code: 1012, reason: "service restart: reconnect")))
+        h.advanceToWakeup()
+        h.connectAndAuthenticate()
+        XCTAssertTrue(h.frames.contains { $0.contains(#""type":"subscribe""#) && $0.contains("r-42") }, "\(h.frames)")
+        XCTAssertEqual(h.frames.first { $0.contains(#""type":"start""#) }, sentStart, "resent as it was, same id")
+        XCTAssertEqual(Harness.id(sentStart!), start)
     }
 
     // MARK: requests

@@ -12,6 +12,14 @@ package enum Health {
     /// applies to a store group or log sync in flight (a disk stuck in fsync).
     package static let stallMillis: Int64 = 5_000
 
+    /// /healthz's status word and whether it is served 200: a draining node (SIGTERM, a
+    /// rolling restart) answers `draining` with 503 however healthy it is, so a load balancer
+    /// stops sending it anything new while its open connections are closed.
+    package static func status(healthy: Bool, draining: Bool) -> (ok: Bool, word: String) {
+        if draining { return (false, "draining") }
+        return healthy ? (true, "ok") : (false, "degraded")
+    }
+
     /// The store's word: what its worker recorded (`stalled`: a group or a sync in flight
     /// longer than `stallMillis`; `failing`: its last answer, to a commit or to the worker's
     /// own probe, was a failure), or while a PostgreSQL store's connection is down

@@ -54,6 +54,10 @@ public struct ServerConfig: Sendable {
     /// `--retain-ended DAYS`: ended rides older than this are deleted (docs/retention.md);
     /// nil (the default): every ride is kept.
     public var retainEndedDays: Int?
+    /// `--drain-seconds`: on SIGTERM the WebSockets are closed with 1012 spread over this many
+    /// seconds (DrainPlan), so riders reconnect to the other nodes in a trickle; 0 closes them
+    /// all at once (and SIGINT, a person at a terminal, always does).
+    public var drainSeconds = 10
 
     public enum AuthMode: Sendable {
         case none
