@@ -345,51 +345,21 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// /healthz's word for the store (Health.store).
     func storeState() -> String { Health.store(storeWorker.health, connection: storeHealth) }
 
-    /// False while this node's listener cannot reach PostgreSQL: it hears of other nodes'
-    /// transitions late, so load balancers should prefer another node.
-    var listenerHealthy: Bool { clusterFeed?.health.isUp ?? true }
-
-    /// /healthz: `ok` only when the ticker ticked, every thread looped and the store wrote
-    /// recently enough (Health.stallMillis) and, with PostgreSQL, the store and the listener
-    /// reach it; otherwise `degraded`, served with HTTP 503; `draining` (503) once a SIGTERM came.
+    /// /healthz, from what each component last proved (HealthReport decides and writes it):
+    /// `ok` only when the ticker ticked, every thread looped, the store answered and, with
+    /// PostgreSQL, the listener is up; otherwise `degraded` (503); `draining` (503) once a SIGTERM came.
     func health() -> (ok: Bool, json: [UInt8]) {
         let now = monotonicMillis()
-        let tickAge = now - ticker.lastTick.load(ordering: .relaxed)
-        let loopAges = shards.map { now - $0.lastLoop.load(ordering: .relaxed) }
-        let storeWord = storeState()
-        let store = storeWord == "ok"
-        let healthy = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store && listenerHealthy
-        let (ok, status) = Health.status(healthy: healthy, draining: draining.load(ordering: .relaxed))
-        let c = registry.counts
-        var w = JSONWriter()
-        w.beginObject()
-        w.field("status", status)
-        w.field("version", BuildInfo.version)
-        w.field("commit", BuildInfo.commit)
-        if let clusterFeed { w.field("listener", clusterFeed.health.isUp ? "ok" : "unreachable") }
-        w.field("connections", Int64(metrics.connections.load(ordering: .relaxed)))
-        w.field("subscribers", Int64(metrics.subscribers.load(ordering: .relaxed)))
-        w.key("rides")
-        w.beginObject()
-        w.field("riding", Int64(c.riding))
-        w.field("paused", Int64(c.paused))
-        w.field("ended", Int64(c.ended))
-        w.endObject()
-        w.field("threads", Int64(shards.count))
-        w.key("connections_per_thread")
-        w.beginArray()
-        for shard in shards { w.int(Int64(shard.connectionCount.load(ordering: .relaxed))) }
-        w.endArray()
-        w.field("ticks", Int64(metrics.tickRounds.load(ordering: .relaxed)))
-        w.field("last_tick_age_ms", tickAge)
-        w.key("thread_loop_age_ms")
-        w.beginArray()
-        for age in loopAges { w.int(age) }
-        w.endArray()
-        w.field("store", storeWord)
-        Health.writeStoreAges(storeWorker.health, into: &w)
-        w.endObject()
-        return (ok, w.bytes)
+        return HealthReport(
+            version: BuildInfo.version, commit: BuildInfo.commit,
+            tickAge: now - ticker.lastTick.load(ordering: .relaxed),
+            loopAges: shards.map { now - $0.lastLoop.load(ordering: .relaxed) },
+            store: storeState(), listener: clusterFeed.map { $0.health.isUp ? "ok" : "unreachable" },
+            draining: draining.load(ordering: .relaxed),
+            connections: metrics.connections.load(ordering: .relaxed), subscribers: metrics.subscribers.load(ordering: .relaxed),
+            rides: registry.counts, connectionsPerThread: shards.map { $0.connectionCount.load(ordering: .relaxed) },
+            ticks: metrics.tickRounds.load(ordering: .relaxed), storeHealth: storeWorker.health
+        ).verdict()
     }
 
     /// The loaded plans as a GBFS `system_pricing_plans.json` document.

@@ -4,12 +4,9 @@ import RideCore
 extension Hub {
     /// Prometheus text exposition format 0.0.4.
     func metricsText() -> String {
-        var out = ""
+        var out = PrometheusText()
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, Double)]) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for (labels, v) in samples {
-                out += name + labels + " " + (v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)) + "\n"
-            }
+            out.metric(name, type, help, samples)
         }
         let m = metrics
         metric("ridepush_connections", "gauge", "Open WebSocket connections.", [("", Double(m.connections.load(ordering: .relaxed)))])
@@ -49,10 +46,10 @@ extension Hub {
             metric("ridepush_clock_steps_total", "counter", "Wall-clock steps seen (absorbed by slewing, never followed).", [("", Double(c.steps))])
             metric("ridepush_clock_offset_seconds", "gauge", "Wall clock minus the process clock: what slewing has still to absorb.", [("", Double(c.offsetMillis) / 1000)])
         }
-        out += geoCounters.prometheusText()
-        if let retention { out += retention.prometheusText() }
-        histogram(&out, "ridepush_tick_lateness_seconds", "How late the shared timer fired after the whole second.", m.lateness)
-        histogram(&out, "ridepush_fanout_duration_seconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
+        out.append(geoCounters.prometheusText())
+        if let retention { out.append(retention.prometheusText()) }
+        out.histogram("ridepush_tick_lateness_seconds", "How late the shared timer fired after the whole second.", m.lateness)
+        out.histogram("ridepush_fanout_duration_seconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
         metric("ridepush_build_info", "gauge", "Always 1; the labels say which build is running.",
                [("{version=\"\(BuildInfo.version)\",commit=\"\(BuildInfo.commit)\"}", 1)])
         // Omitted, not faked, where /proc or the limit cannot be read.
@@ -61,25 +58,7 @@ extension Hub {
         if let n = ProcessStats.residentBytes() { metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [("", Double(n))]) }
         if let t = ProcessStats.startTime { metric("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, seconds.", [("", t)]) }
         // The sender's counts as of its last outbox read: no I/O here.
-        if let sender = webhookSender { out += sender.metrics.prometheusText(now: clock.now()) }
-        return out
-    }
-
-    private func histogram(_ out: inout String, _ name: String, _ help: String, _ h: Histogram) {
-        let s = h.snapshot()
-        out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
-        var cumulative = 0
-        for (i, b) in h.bounds.enumerated() {
-            cumulative += s.counts[i]
-            out += "\(name)_bucket{le=\"\(number(b * h.unit))\"} \(cumulative)\n"
-        }
-        out += "\(name)_bucket{le=\"+Inf\"} \(s.count)\n\(name)_sum \(number(s.sum * h.unit))\n\(name)_count \(s.count)\n"
-    }
-
-    /// 0.001 × 5 is 0.005000000000000001 in binary: print bucket bounds and sums at the
-    /// precision they were made with (microseconds at most), so `le` labels read as written.
-    private func number(_ v: Double) -> String {
-        let r = (v * 1e6).rounded() / 1e6
-        return r == r.rounded() && abs(r) < 1e15 ? String(Int64(r)) : String(r)
+        if let sender = webhookSender { out.append(sender.metrics.prometheusText(now: clock.now())) }
+        return out.text
     }
 }

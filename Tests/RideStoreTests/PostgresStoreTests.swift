@@ -396,14 +396,10 @@ final class PostgresStoreTests: XCTestCase {
         let store = try open(clock)
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         let pid = store.ownBackend.value
-        try pg.admin("SELECT pg_terminate_backend(\(pid))")
-        // Gone before the node writes again (pg_terminate_backend only signals it): a group
-        // sent while the session is still going away would lose its COMMIT with it, and that
-        // outcome is read back (PostgresFailoverTests), not answered at once.
-        let gone = ContinuousClock.now + .seconds(5)
-        while try pg.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)").int(0, 0) != 0, ContinuousClock.now < gone {
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        // Gone before the node writes again: a group sent while the session is still going
+        // away would lose its COMMIT with it, and that outcome is read back
+        // (PostgresFailoverTests), not answered at once.
+        try terminate(pid)
         try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
         let began = ContinuousClock.now
         var e = storeError { () throws(StoreError) in try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .pause(at: t0 + 1)), reply: nil)]) }
@@ -530,7 +526,7 @@ final class PostgresStoreTests: XCTestCase {
         let k1 = ReplyKey(scope: "u\u{0}", id: "q1"), k2 = ReplyKey(scope: "u", id: "q2"), k3 = ReplyKey(scope: "u", id: "q3")
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: ReplyRecord(key: k1, request: "start r", bytes: [0, 7], at: t0))
         store.prefetchReplies([k1, k2])
-        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        try terminate(store.ownBackend.value)
         XCTAssertEqual(try store.reply(for: k1), StoredReply(request: "start r", bytes: [0, 7]))
         XCTAssertNil(try store.reply(for: k2))
         // Not read ahead: a real read, on the connection that is gone.
@@ -541,6 +537,16 @@ final class PostgresStoreTests: XCTestCase {
         XCTAssertEqual(try store.reply(for: k2), StoredReply(request: "pause r", bytes: [2]))
     }
 
+    /// Ends a backend and waits (at most 5 s) until it is gone: pg_terminate_backend only
+    /// signals it, and a read sent before it has gone could still be answered.
+    func terminate(_ pid: Int32) throws {
+        try pg.admin("SELECT pg_terminate_backend(\(pid))")
+        let gone = ContinuousClock.now + .seconds(5)
+        while try pg.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)").int(0, 0) != 0, ContinuousClock.now < gone {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
     /// A group's unknown rides are read in one round trip: after it, with the connection gone,
     /// those ids (found or not) are still answered; the next commit drops what was read.
     func testAGroupsRidesAreReadAheadOnce() throws {
@@ -548,7 +554,7 @@ final class PostgresStoreTests: XCTestCase {
         try store.create(id: "a \"1\"", planID: "p", owner: "u", limit: 60, startedAt: t0, reply: nil)
         try store.append(ride: "a \"1\"", .pause(at: t0 + 5), reply: nil)
         store.prefetchRides(["a \"1\"", "ghost"])
-        try pg.admin("SELECT pg_terminate_backend(\(store.ownBackend.value))")
+        try terminate(store.ownBackend.value)
         let a = try XCTUnwrap(try store.ride("a \"1\""))
         XCTAssertEqual(a.journal, [.start(at: t0), .pause(at: t0 + 5)])
         XCTAssertEqual(a.owner, "u")

@@ -1,0 +1,77 @@
+import RideCore
+import RideStore
+
+/// Everything /healthz is computed from, read by the adapter at the request (ages in ms): the
+/// verdict and the document are the service's, so every component counts the same way.
+package struct HealthReport {
+    package var version: String
+    package var commit: String
+    package var tickAge: Int64
+    package var loopAges: [Int64]
+    /// The store's word (`Health.store`).
+    package var store: String
+    /// The PostgreSQL LISTEN connection's word, with several nodes (nil: one node alone).
+    package var listener: String?
+    package var draining: Bool
+    package var connections: Int
+    package var subscribers: Int
+    package var rides: (riding: Int, paused: Int, ended: Int)
+    package var connectionsPerThread: [Int]
+    package var ticks: Int
+    package var storeHealth: StoreHealth
+
+    package init(version: String, commit: String, tickAge: Int64, loopAges: [Int64], store: String, listener: String?,
+                 draining: Bool, connections: Int, subscribers: Int, rides: (riding: Int, paused: Int, ended: Int), connectionsPerThread: [Int],
+                 ticks: Int, storeHealth: StoreHealth) {
+        self.version = version
+        self.commit = commit
+        self.tickAge = tickAge
+        self.loopAges = loopAges
+        self.store = store
+        self.listener = listener
+        self.draining = draining
+        self.connections = connections
+        self.subscribers = subscribers
+        self.rides = rides
+        self.connectionsPerThread = connectionsPerThread
+        self.ticks = ticks
+        self.storeHealth = storeHealth
+    }
+
+    /// Healthy when the ticker ticked and every thread looped within `Health.stallMillis`, the
+    /// store says ok and the listener (if any) is up; then the document, served 200 or 503.
+    package func verdict() -> (ok: Bool, json: [UInt8]) {
+        let healthy = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store == "ok"
+            && (listener ?? "ok") == "ok"
+        let (ok, status) = Health.status(healthy: healthy, draining: draining)
+        var w = JSONWriter()
+        w.beginObject()
+        w.field("status", status)
+        w.field("version", version)
+        w.field("commit", commit)
+        if let listener { w.field("listener", listener) }
+        w.field("connections", Int64(connections))
+        w.field("subscribers", Int64(subscribers))
+        w.key("rides")
+        w.beginObject()
+        w.field("riding", Int64(rides.riding))
+        w.field("paused", Int64(rides.paused))
+        w.field("ended", Int64(rides.ended))
+        w.endObject()
+        w.field("threads", Int64(loopAges.count))
+        w.key("connections_per_thread")
+        w.beginArray()
+        for n in connectionsPerThread { w.int(Int64(n)) }
+        w.endArray()
+        w.field("ticks", Int64(ticks))
+        w.field("last_tick_age_ms", tickAge)
+        w.key("thread_loop_age_ms")
+        w.beginArray()
+        for age in loopAges { w.int(age) }
+        w.endArray()
+        w.field("store", store)
+        Health.writeStoreAges(storeHealth, into: &w)
+        w.endObject()
+        return (ok, w.bytes)
+    }
+}
