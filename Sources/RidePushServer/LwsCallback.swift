@@ -35,12 +35,17 @@ extension Shard {
             return 0
         case LWS_CALLBACK_HTTP:
             bodyCompleted.remove(wsi)  // a new request on the connection
+            guard admitHTTPConnection(wsi) else { return -1 }
+            startRequestDeadline(wsi)
             return http(wsi, input, len)
         case LWS_CALLBACK_HTTP_BODY:
+            // Past the request's deadline: closed, however steadily the bytes trickle in.
+            if requestOverdue(wsi) { return -1 }
             return serverAPIBody(wsi, input, len)
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
             // Once per request; a second one closes the connection (ServerAPIRoutes.swift says why).
             guard bodyCompleted.insert(wsi).inserted else { return -1 }
+            requestDeadlines[wsi] = nil
             return serverAPIBodyComplete(wsi)
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return httpWritable(wsi)
@@ -52,6 +57,8 @@ extension Shard {
             deferredResponses[wsi] = nil
             apiBodies[wsi] = nil
             bodyCompleted.remove(wsi)
+            requestDeadlines[wsi] = nil
+            if let peer = httpPeers.removeValue(forKey: wsi) { hub.release(peer) }
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
             return 0
@@ -83,6 +90,9 @@ extension Shard {
         case .success(let e): endpoint = e
         case .failure(let r): return refuseUpgrade(wsi, r)
         }
+        // A keep-alive connection that served HTTP before this upgrade gives its HTTP place
+        // back: the session counts it from here on, once.
+        if let before = httpPeers.removeValue(forKey: wsi) { hub.release(before) }
         let peer = clientAddress(wsi)
         guard hub.admit(peer) else {
             hub.metrics.add(hub.metrics.refusedConnections)

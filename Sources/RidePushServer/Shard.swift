@@ -32,6 +32,13 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var apiBodies: [OpaquePointer: ServerAPIBody] = [:]
     /// Connections whose current request's body is complete (HTTP_BODY_COMPLETION seen).
     var bodyCompleted = Set<OpaquePointer>()
+    /// When the current request of each HTTP connection whose body is still arriving must be
+    /// complete (coarse ms): one deadline for the whole request, since lws restarts its own
+    /// timeout on every chunk of a body (HTTPLimits.swift).
+    var requestDeadlines: [OpaquePointer: Int64] = [:]
+    /// The address each plain HTTP connection holds a place of in the per-address limit,
+    /// from its first request to WSI_DESTROY (HTTPLimits.swift).
+    var httpPeers: [OpaquePointer: String] = [:]
     var stopping = false
     /// This thread's poll() answered from epoll (Sources/CEpoll/poll_epoll.c); it also watches
     /// the listener. nil if epoll was unavailable: lws's own poll() then serves as before.
@@ -137,7 +144,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         while true {
             lastLoop.store(monotonicMillis(), ordering: .relaxed)
             if stopping {
-                if deadline == .max { deadline = monotonicMillis() + 3000 }
+                if deadline == .max { deadline = monotonicMillis() + Hub.drainSeconds * 1000 }
                 if sessions.isEmpty || monotonicMillis() > deadline { break }
             }
             if lws_service(context, 0) < 0 { break }
@@ -254,6 +261,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
 
     func connectionTimersFired() {
         let now = coarseMillis(), wall = WallClock.seconds()
+        closeOverdueRequests(now: now)
         sessions.forEach { s in
             for due in hub.connectionTimers.due(s, now: now, wall: wall) {
                 switch due {

@@ -41,11 +41,11 @@ let serveOptions: OptionTable = {
         .int("--max-frame", placeholder: "BYTES", range: 64...(1 << 20), default: d.maxFrame, help: "largest client message"),
         .int("--max-subscriptions", range: 1...Int.max, default: d.maxSubscriptions, help: "per connection"),
         .int("--max-open-rides-per-rider", range: 1...Int.max, env: "RIDEPUSH_MAX_OPEN_RIDES_PER_RIDER", default: d.maxOpenRidesPerRider, help: "open rides one rider's token may have; ops tokens are exempt"),
-        .int("--max-connections-per-ip", range: 1...Int.max, env: "RIDEPUSH_MAX_CONNECTIONS_PER_IP", default: d.maxConnectionsPerIP, help: "WebSocket connections per client address"),
+        .int("--max-connections-per-ip", range: 1...Int.max, env: "RIDEPUSH_MAX_CONNECTIONS_PER_IP", default: d.maxConnectionsPerIP, help: "connections per client address, WebSocket and HTTP alike"),
         .flag("--trust-proxy", env: "RIDEPUSH_TRUST_PROXY", help: "behind a reverse proxy on this host: count connections from a loopback peer by their X-Real-IP (or last X-Forwarded-For) address; without it those headers are ignored"),
         .int("--control-rate", range: 1...Int.max, default: d.controlRate, help: "control messages per second per connection"),
         .int("--keepalive", placeholder: "SECONDS", range: 2...3600, env: "RIDEPUSH_KEEPALIVE", default: d.keepalive, help: "drop peers silent this long; ping at half"),
-        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008)"),
+        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008); an HTTP request with its body (else it is closed)"),
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
@@ -289,10 +289,23 @@ func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping
             }
             Log.info("signal \(sig): closing connections", ["signal": .int(Int64(sig))])
             stop()
-            return
+            // The last resort (issue 36): whatever a connection, a stuck store or a library
+            // does, a process told to stop is gone within its drain time and a margin, so a
+            // supervisor's stop or a rolling deploy never waits on it. A clean stop returns
+            // from main long before this wakes; sleep restarts if a signal interrupts it.
+            let bound = Hub.drainSeconds + watchdogMarginSeconds
+            var left = UInt32(bound)
+            while left > 0 { left = sleep(left) }
+            Log.error("still running \(bound) s after signal \(sig): exiting without finishing the shutdown",
+                      ["signal": .int(Int64(sig)), "seconds": .int(bound)])
+            _exit(1)
         }
     }
 }
+
+/// What the shutdown watchdog allows beyond the drain for the rest of the stop (contexts
+/// destroyed, the store worker and the webhook sender stopped).
+let watchdogMarginSeconds: Int64 = 5
 
 /// The plans file's bytes, or why not in words: missing, a directory, not readable.
 func readPlansFile(_ path: String) throws(ServerError) -> [UInt8] {
