@@ -144,6 +144,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         outbound = client
         let sender = outbox.map { outbox in
             var settings = WebhookSender.Settings(secret: config.webhookSecret)
+            settings.endpointSecrets = config.webhookEndpointSecrets
             settings.client = client
             return WebhookSender(settings: settings, outbox: outbox) { a in
                 // The delivery log: every attempt, so a receiver's outage reads as attempts and order.

@@ -50,7 +50,7 @@ let serveOptions: OptionTable = {
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
         .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride"),
-        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook"),
+        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
@@ -150,11 +150,24 @@ func serveCommand(_ args: [String]) -> Int32 {
             for url in c.webhooks {
                 do { _ = try WebhookURL(url) } catch { throw ServerError("--webhook: \(error.message)") }
             }
-            guard let file = o.string("--webhook-secret-file") else {
+            let files = o.strings("--webhook-secret-file")
+            guard let file = files.first else {
                 throw ServerError("--webhook needs --webhook-secret-file F (RIDEPUSH_WEBHOOK_SECRET_FILE): the key receivers verify RidePush-Signature with (make one: openssl rand -hex 32 > F)")
             }
+            // One file: every endpoint shares it (as before). One per --webhook: paired in order.
+            guard files.count == 1 || files.count == c.webhooks.count else {
+                throw ServerError("--webhook-secret-file given \(files.count) times for \(c.webhooks.count) --webhook URLs: give it once (one key for all) or once per --webhook, in the same order")
+            }
             do { c.webhookSecret = try loadWebhookSecret(file: file) } catch { throw ServerError("--webhook-secret-file: \(error.message)") }
-        } else if o.string("--webhook-secret-file") != nil {
+            if files.count > 1 {
+                for (url, f) in zip(c.webhooks, files) {
+                    do { c.webhookEndpointSecrets[url] = try loadWebhookSecret(file: f) } catch { throw ServerError("--webhook-secret-file \(f): \(error.message)") }
+                }
+                guard Set(c.webhookEndpointSecrets.values).count == files.count else {
+                    throw ServerError("--webhook-secret-file: two endpoints share a key; give each --webhook its own (openssl rand -hex 32 > F)")
+                }
+            }
+        } else if !o.strings("--webhook-secret-file").isEmpty {
             Log.warn("--webhook-secret-file without --webhook: no webhooks are sent")
         }
         if let caFile = o.string("--outbound-ca-file") {
