@@ -287,10 +287,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         trimmer.stop()
     }
 
-    /// How long a shutdown waits for sessions to close before the service threads stop
-    /// anyway (Shard.run); the signal thread's watchdog (Serve.swift) counts from it.
-    public static let drainSeconds: Int64 = 3
-
     /// Asks every thread to close its sockets (1001) and stop. Callable from any thread.
     public func shutdown() {
         for shard in shards { shard.post(.shutdown) }
@@ -307,8 +303,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// A request for the store worker (it decides, commits and answers in turn).
     func submit(_ job: StoreJob) { storeWorker.submit([job]) }
 
-    /// Per-address connection limit: WebSocket sessions and plain HTTP connections alike
-    /// (HTTPLimits.swift), so neither can be flooded from one address.
+    /// Per-address connection limit (WebSocket sessions and HTTP connections, HTTPConnections).
     func admit(_ peer: String) -> Bool {
         perAddress.withLock { m in
             let n = m[peer, default: 0]

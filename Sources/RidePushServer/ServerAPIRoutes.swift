@@ -78,10 +78,8 @@ extension Shard {
         return 0
     }
 
-    /// A header lws has no token for (stored by name, lower-cased, with its colon), as the
-    /// bytes that arrived (a NUL among them included): not decoded here, so the service can
-    /// refuse what is not UTF-8 and count the bytes themselves. lws keeps headers within its
-    /// header buffer, a few KiB, so the copy is bounded.
+    /// A header lws has no token for (by name, lower-cased, with its colon), as the bytes
+    /// that arrived: the service refuses what is not UTF-8 and counts the bytes themselves.
     func customHeaderBytes(_ wsi: OpaquePointer, _ name: String) -> [UInt8]? {
         let n = lws_hdr_custom_length(wsi, name, Int32(name.utf8.count))
         guard n >= 0, n < 65536 else { return nil }

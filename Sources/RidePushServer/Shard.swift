@@ -32,13 +32,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var apiBodies: [OpaquePointer: ServerAPIBody] = [:]
     /// Connections whose current request's body is complete (HTTP_BODY_COMPLETION seen).
     var bodyCompleted = Set<OpaquePointer>()
-    /// When the current request of each HTTP connection whose body is still arriving must be
-    /// complete (coarse ms): one deadline for the whole request, since lws restarts its own
-    /// timeout on every chunk of a body (HTTPLimits.swift).
-    var requestDeadlines: [OpaquePointer: Int64] = [:]
-    /// The address each plain HTTP connection holds a place of in the per-address limit,
-    /// from its first request to WSI_DESTROY (HTTPLimits.swift).
-    var httpPeers: [OpaquePointer: String] = [:]
+    /// Plain HTTP connections' places in the per-address limit and request deadlines.
+    var httpLimits = HTTPConnections<OpaquePointer>()
     var stopping = false
     /// This thread's poll() answered from epoll (Sources/CEpoll/poll_epoll.c); it also watches
     /// the listener. nil if epoll was unavailable: lws's own poll() then serves as before.
@@ -144,7 +139,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         while true {
             lastLoop.store(monotonicMillis(), ordering: .relaxed)
             if stopping {
-                if deadline == .max { deadline = monotonicMillis() + Hub.drainSeconds * 1000 }
+                if deadline == .max { deadline = monotonicMillis() + ServerConfig.drainSeconds * 1000 }
                 if sessions.isEmpty || monotonicMillis() > deadline { break }
             }
             if lws_service(context, 0) < 0 { break }
@@ -261,7 +256,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
 
     func connectionTimersFired() {
         let now = coarseMillis(), wall = WallClock.seconds()
-        closeOverdueRequests(now: now)
+        for wsi in httpLimits.takeOverdue(now: now) { lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, LWS_TO_KILL_ASYNC) }
         sessions.forEach { s in
             for due in hub.connectionTimers.due(s, now: now, wall: wall) {
                 switch due {

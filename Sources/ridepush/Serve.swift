@@ -45,7 +45,7 @@ let serveOptions: OptionTable = {
         .flag("--trust-proxy", env: "RIDEPUSH_TRUST_PROXY", help: "behind a reverse proxy on this host: count connections from a loopback peer by their X-Real-IP (or last X-Forwarded-For) address; without it those headers are ignored"),
         .int("--control-rate", range: 1...Int.max, default: d.controlRate, help: "control messages per second per connection"),
         .int("--keepalive", placeholder: "SECONDS", range: 2...3600, env: "RIDEPUSH_KEEPALIVE", default: d.keepalive, help: "drop peers silent this long; ping at half"),
-        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008); an HTTP request with its body (else it is closed)"),
+        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008); an HTTP request with a body must be complete within it from its start, however steadily the bytes arrive (else the connection is closed)"),
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
@@ -306,7 +306,7 @@ func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping
             // does, a process told to stop is gone within its drain time and a margin, so a
             // supervisor's stop or a rolling deploy never waits on it. A clean stop returns
             // from main long before this wakes; sleep restarts if a signal interrupts it.
-            let bound = Hub.drainSeconds + watchdogMarginSeconds
+            let bound = ServerConfig.drainSeconds + watchdogMarginSeconds
             var left = UInt32(bound)
             while left > 0 { left = sleep(left) }
             Log.error("still running \(bound) s after signal \(sig): exiting without finishing the shutdown",

@@ -16,6 +16,9 @@ public struct ServerConfig: Sendable {
     /// Open rides one rider may have (every open ride is encoded every second, watched or
     /// not); past it a start gets `too_many_rides`. Tokens with `ops` are exempt.
     public var maxOpenRidesPerRider = 5
+    /// How long a shutdown waits for sessions to close before the service threads stop anyway
+    /// (Shard.run); the signal thread's watchdog (Serve.swift) counts from it.
+    public static let drainSeconds: Int64 = 3
     public var maxConnectionsPerIP = 4096
     /// Count a loopback peer (a reverse proxy on this host) by its X-Real-IP / X-Forwarded-For.
     public var trustProxy = false
