@@ -30,7 +30,7 @@ class Receiver:
     up to 10 s with `hang`), then answers 204; binds `port` when given (a receiver that was
     down comes back where the server sends); speaks HTTPS with `tls` = (certificate, key)."""
 
-    def __init__(self, refuse=0, status=500, hang=False, port=0, tls=None):
+    def __init__(self, refuse=0, status=500, hang=False, port=0, tls=None, secret=SECRET):
         self.log, self.lock, self.release = [], threading.Lock(), threading.Event()
         receiver = self
 
@@ -41,13 +41,14 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 event = json.loads(body)
-                ok = verify(self.headers["RidePush-Signature"], body, secret=SECRET)
+                ok = verify(self.headers["RidePush-Signature"], body, secret=secret)
                 with receiver.lock:
                     n = 1 + sum(1 for e in receiver.log if e["id"] == event["id"])
                     code = (status if n <= refuse else 204) if ok else 400
                     receiver.log.append({"id": event["id"], "header_id": self.headers["RidePush-Event-Id"],
                                          "type": event["type"], "ride": event["ride"]["ride"], "event": event,
-                                         "verified": ok, "attempt": n, "code": code, "body": body})
+                                         "verified": ok, "attempt": n, "code": code, "body": body,
+                                         "signature": self.headers["RidePush-Signature"]})
                 if hang and n <= refuse:
                     receiver.release.wait(10)
                 self.send_response(code)
@@ -275,6 +276,31 @@ def test_bad_webhook_flags_are_refused_clearly(args, message, secret_file, tmp_p
     r = subprocess.run([BIN, "serve", "--port", "0", "--store", "memory", "--auth", "none", *args],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_each_endpoint_signed_with_its_own_secret_so_a_receiver_cannot_replay_to_another(receivers, secret_file, tmp_path):
+    """Issue 36, finding 7: with one secret for every endpoint, what endpoint A received
+    verified at endpoint B. With --webhook-secret-file once per --webhook, each endpoint's
+    events verify with its key (the scheme unchanged) and not with the other's; one file for
+    all still works, and a count that pairs with nothing or a shared key is refused."""
+    other_secret = "whsec_other_abcdef0123456789abcdef0123"
+    other_file = tmp_path / "other.secret"
+    other_file.write_text(other_secret + "\n")
+    a, b = receivers(), receivers(secret=other_secret)
+    with Server("--webhook", a.url, "--webhook", b.url, "--webhook-secret-file", secret_file,
+                "--webhook-secret-file", str(other_file)) as srv, Client(srv.ws) as cl:
+        cl.request({"type": "start", "ride": "wh-keys"})
+        got_a, got_b = a.wait_delivered(1, timeout=10), b.wait_delivered(1, timeout=10)
+    assert [(e["type"], e["verified"]) for e in got_a + got_b] == [("ride.started", True)] * 2
+    # What A holds does not verify at B (a replay), nor B's at A.
+    assert not verify(got_a[0]["signature"], got_a[0]["body"], secret=other_secret)
+    assert not verify(got_b[0]["signature"], got_b[0]["body"], secret=SECRET)
+    for files, message in (([secret_file] * 2, "two endpoints share a key"),
+                           ([secret_file, str(other_file), secret_file], "given 3 times for 2 --webhook URLs")):
+        args = ["--webhook", a.url, "--webhook", b.url] + [x for f in files for x in ("--webhook-secret-file", f)]
+        r = subprocess.run([BIN, "serve", "--port", "0", "--store", "memory", "--auth", "none", *args],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
 def test_webhooks_from_the_environment(receivers, secret_file):

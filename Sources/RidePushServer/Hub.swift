@@ -145,6 +145,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         outbound = client
         let sender = outbox.map { outbox in
             var settings = WebhookSender.Settings(secret: config.webhookSecret)
+            settings.endpointSecrets = config.webhookEndpointSecrets
             settings.client = client
             return WebhookSender(settings: settings, outbox: outbox) { a in
                 // The delivery log: every attempt, so a receiver's outage reads as attempts and order.
@@ -326,7 +327,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// A request for the store worker (it decides, commits and answers in turn).
     func submit(_ job: StoreJob) { storeWorker.submit([job]) }
 
-    /// Per-address connection limit (WebSocket sessions).
+    /// Per-address connection limit (WebSocket sessions and HTTP connections, HTTPConnections).
     func admit(_ peer: String) -> Bool {
         perAddress.withLock { m in
             let n = m[peer, default: 0]

@@ -118,10 +118,3 @@ struct Listener {
         return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
-
-/// An IPv4 or IPv6 address in text form (what a proxy's X-Real-IP should hold).
-func isIPAddress(_ s: String) -> Bool {
-    guard s.utf8.count < 64 else { return false }
-    var v6 = in6_addr()
-    return inet_pton(AF_INET, s, &v6) == 1 || inet_pton(AF_INET6, s, &v6) == 1
-}

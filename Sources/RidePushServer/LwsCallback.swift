@@ -35,12 +35,20 @@ extension Shard {
             return 0
         case LWS_CALLBACK_HTTP:
             bodyCompleted.remove(wsi)  // a new request on the connection
+            if let r = httpLimits.begin(wsi, peer: clientAddress(wsi), take: hub.admit, limit: hub.config.maxConnectionsPerIP, hasBody:
+                lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0, now: coarseMillis(), timeoutSeconds: hub.config.handshakeTimeout) {
+                hub.metrics.add(hub.metrics.refusedConnections)
+                answerAndClose(wsi, r.status, r.body)
+                return -1
+            }
             return http(wsi, input, len)
         case LWS_CALLBACK_HTTP_BODY:
+            if httpLimits.overdue(wsi, now: coarseMillis()) { return -1 }  // however steadily it trickles
             return serverAPIBody(wsi, input, len)
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
             // Once per request; a second one closes the connection (ServerAPIRoutes.swift says why).
             guard bodyCompleted.insert(wsi).inserted else { return -1 }
+            httpLimits.bodyDone(wsi)
             return serverAPIBodyComplete(wsi)
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return httpWritable(wsi)
@@ -52,6 +60,7 @@ extension Shard {
             deferredResponses[wsi] = nil
             apiBodies[wsi] = nil
             bodyCompleted.remove(wsi)
+            if let peer = httpLimits.forget(wsi) { hub.release(peer) }
             // Admitted by the filter but never established: give its address's place back.
             if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
             return 0
@@ -83,6 +92,7 @@ extension Shard {
         case .success(let e): endpoint = e
         case .failure(let r): return refuseUpgrade(wsi, r)
         }
+        if let before = httpLimits.forget(wsi) { hub.release(before) }  // HTTP before: the session counts it now
         let peer = clientAddress(wsi)
         guard hub.admit(peer) else {
             hub.metrics.add(hub.metrics.refusedConnections)
@@ -212,19 +222,10 @@ extension Shard {
         return String(cString: p)
     }
 
-    /// The address the per-address limit counts. With --trust-proxy and a loopback peer (a
-    /// reverse proxy on this host), the client's address from `X-Real-IP`, else the last
-    /// `X-Forwarded-For` entry (the one the proxy added); otherwise, and for anything that is
-    /// not an IP address, the TCP peer: a client cannot choose its address by a header.
+    /// The address the per-address limit counts (ClientAddress decides, --trust-proxy).
     func clientAddress(_ wsi: OpaquePointer) -> String {
-        let peer = peerName(wsi)
-        guard hub.config.trustProxy, peer.hasPrefix("127.") || peer == "::1" || peer.hasPrefix("::ffff:127.") else {
-            return peer
-        }
-        let forwarded = header(wsi, WSI_TOKEN_HTTP_X_REAL_IP) ?? header(wsi, WSI_TOKEN_X_FORWARDED_FOR)
-        guard let last = forwarded?.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).last,
-              isIPAddress(String(last)) else { return peer }
-        return String(last)
+        ClientAddress.of(peer: peerName(wsi), trustProxy: hub.config.trustProxy,
+                         forwarded: header(wsi, WSI_TOKEN_HTTP_X_REAL_IP) ?? header(wsi, WSI_TOKEN_X_FORWARDED_FOR))
     }
 }
 

@@ -11,7 +11,7 @@ extension Shard {
     /// A server API POST the router took (its token already checked from the headers): the
     /// body is read, then admitted.
     func serverAPI(_ wsi: OpaquePointer, _ path: String) -> Int32 {
-        var pending = ServerAPIBody(path: path, idempotencyKey: customHeader(wsi, "idempotency-key:"), token: requestToken(wsi))
+        var pending = ServerAPIBody(path: path, idempotencyKey: customHeaderBytes(wsi, "idempotency-key:"), token: requestToken(wsi))
         // lws reads a body only when a length is declared; without one the body is empty,
         // and a chunked one is refused rather than taken for empty.
         let declared = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH)
@@ -66,7 +66,7 @@ extension Shard {
     }
 
     private func serverAPIBodyDone(_ wsi: OpaquePointer, _ pending: inout ServerAPIBody) -> Int32 {
-        switch ServerAPIRequest.admit(method: "POST", path: pending.path, idempotencyKey: pending.idempotencyKey,
+        switch ServerAPIRequest.admit(method: "POST", path: pending.path, idempotencyKeyBytes: pending.idempotencyKey,
                                       token: pending.token, body: pending.bytes, verifier: hub.verifier, wall: WallClock.seconds()) {
         case .failure(let refusal):
             deferredResponses[wsi] = (refusal.answer.status, refusal.answer.body)
@@ -78,12 +78,13 @@ extension Shard {
         return 0
     }
 
-    /// A header lws has no token for (stored by name, lower-cased, with its colon).
-    func customHeader(_ wsi: OpaquePointer, _ name: String) -> String? {
+    /// A header lws has no token for (by name, lower-cased, with its colon), as the bytes
+    /// that arrived: the service refuses what is not UTF-8 and counts the bytes themselves.
+    func customHeaderBytes(_ wsi: OpaquePointer, _ name: String) -> [UInt8]? {
         let n = lws_hdr_custom_length(wsi, name, Int32(name.utf8.count))
-        guard n >= 0, n < 1024 else { return nil }
+        guard n >= 0, n < 65536 else { return nil }
         var buf = [CChar](repeating: 0, count: Int(n) + 1)
         guard lws_hdr_custom_copy(wsi, &buf, Int32(buf.count), name, Int32(name.utf8.count)) >= 0 else { return nil }
-        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return buf.prefix(Int(n)).map { UInt8(bitPattern: $0) }
     }
 }

@@ -32,6 +32,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var apiBodies: [OpaquePointer: ServerAPIBody] = [:]
     /// Connections whose current request's body is complete (HTTP_BODY_COMPLETION seen).
     var bodyCompleted = Set<OpaquePointer>()
+    /// Plain HTTP connections' places in the per-address limit and request deadlines.
+    var httpLimits = HTTPConnections<OpaquePointer>()
     var stopping = false
     /// This thread's poll() answered from epoll (Sources/CEpoll/poll_epoll.c); it also watches
     /// the listener. nil if epoll was unavailable: lws's own poll() then serves as before.
@@ -268,6 +270,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
 
     func connectionTimersFired() {
         let now = coarseMillis(), wall = WallClock.seconds()
+        for wsi in httpLimits.takeOverdue(now: now) { lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, LWS_TO_KILL_ASYNC) }
         sessions.forEach { s in
             for due in hub.connectionTimers.due(s, now: now, wall: wall) {
                 switch due {

@@ -61,7 +61,12 @@ public struct DeliveryAttempt: Sendable, Equatable {
 /// receiver that hangs costs this sender one of its in-flight slots and nobody else anything.
 public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`, `stopping`, `poked`, `stats` only with `wake` locked; `thread` only in start() and stop()
     public struct Settings: Sendable {
+        /// The key of endpoints without their own.
         public var secret: [UInt8]
+        /// Each endpoint's own key, by URL as configured (issue 36, finding 7): with one key for
+        /// all, any receiver holds a valid signature for every other endpoint and can replay
+        /// events to them; with a key each, a signature is good at one endpoint only.
+        public var endpointSecrets: [String: [UInt8]] = [:]
         public var schedule = RetrySchedule()
         /// Attempts in flight at once.
         public var workers = 4
@@ -79,6 +84,9 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
             precondition(!secret.isEmpty, "a webhook secret is required")
             self.secret = secret
         }
+
+        /// The key `endpoint`'s deliveries are signed with.
+        public func secret(for endpoint: String) -> [UInt8] { endpointSecrets[endpoint] ?? secret }
     }
 
     private let settings: Settings
@@ -207,7 +215,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         do { url = try WebhookURL(row.endpoint) } catch {
             return finished(row, .failed(error.message))
         }
-        let signature = WebhookSignature.header(secret: settings.secret, timestamp: clock.now() / 1000, body: row.body)
+        let signature = WebhookSignature.header(secret: settings.secret(for: row.endpoint), timestamp: clock.now() / 1000, body: row.body)
         let request = HTTPPost.request(to: url, headers: [(WebhookSignature.eventIDHeaderName, row.eventID),
                                                           (WebhookSignature.headerName, signature)],
                                        body: row.body, timeout: settings.timeout)

@@ -41,16 +41,16 @@ let serveOptions: OptionTable = {
         .int("--max-frame", placeholder: "BYTES", range: 64...(1 << 20), default: d.maxFrame, help: "largest client message"),
         .int("--max-subscriptions", range: 1...Int.max, default: d.maxSubscriptions, help: "per connection"),
         .int("--max-open-rides-per-rider", range: 1...Int.max, env: "RIDEPUSH_MAX_OPEN_RIDES_PER_RIDER", default: d.maxOpenRidesPerRider, help: "open rides one rider's token may have; ops tokens are exempt"),
-        .int("--max-connections-per-ip", range: 1...Int.max, env: "RIDEPUSH_MAX_CONNECTIONS_PER_IP", default: d.maxConnectionsPerIP, help: "WebSocket connections per client address"),
+        .int("--max-connections-per-ip", range: 1...Int.max, env: "RIDEPUSH_MAX_CONNECTIONS_PER_IP", default: d.maxConnectionsPerIP, help: "connections per client address, WebSocket and HTTP alike"),
         .flag("--trust-proxy", env: "RIDEPUSH_TRUST_PROXY", help: "behind a reverse proxy on this host: count connections from a loopback peer by their X-Real-IP (or last X-Forwarded-For) address; without it those headers are ignored"),
         .int("--control-rate", range: 1...Int.max, default: d.controlRate, help: "control messages per second per connection"),
         .int("--keepalive", placeholder: "SECONDS", range: 2...3600, env: "RIDEPUSH_KEEPALIVE", default: d.keepalive, help: "drop peers silent this long; ping at half"),
-        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008)"),
+        .int("--handshake-timeout", placeholder: "SECONDS", range: 1...600, default: d.handshakeTimeout, help: "how long each step of a new connection may take: the TLS handshake and request headers (else it is closed), authenticating (else 4401), and each message once begun (else 1008); an HTTP request with a body must be complete within it from its start, however steadily the bytes arrive (else the connection is closed)"),
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
         .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride"),
-        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook"),
+        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
@@ -152,11 +152,24 @@ func serveCommand(_ args: [String]) -> Int32 {
             for url in c.webhooks {
                 do { _ = try WebhookURL(url) } catch { throw ServerError("--webhook: \(error.message)") }
             }
-            guard let file = o.string("--webhook-secret-file") else {
+            let files = o.strings("--webhook-secret-file")
+            guard let file = files.first else {
                 throw ServerError("--webhook needs --webhook-secret-file F (RIDEPUSH_WEBHOOK_SECRET_FILE): the key receivers verify RidePush-Signature with (make one: openssl rand -hex 32 > F)")
             }
+            // One file: every endpoint shares it (as before). One per --webhook: paired in order.
+            guard files.count == 1 || files.count == c.webhooks.count else {
+                throw ServerError("--webhook-secret-file given \(files.count) times for \(c.webhooks.count) --webhook URLs: give it once (one key for all) or once per --webhook, in the same order")
+            }
             do { c.webhookSecret = try loadWebhookSecret(file: file) } catch { throw ServerError("--webhook-secret-file: \(error.message)") }
-        } else if o.string("--webhook-secret-file") != nil {
+            if files.count > 1 {
+                for (url, f) in zip(c.webhooks, files) {
+                    do { c.webhookEndpointSecrets[url] = try loadWebhookSecret(file: f) } catch { throw ServerError("--webhook-secret-file \(f): \(error.message)") }
+                }
+                guard Set(c.webhookEndpointSecrets.values).count == files.count else {
+                    throw ServerError("--webhook-secret-file: two endpoints share a key; give each --webhook its own (openssl rand -hex 32 > F)")
+                }
+            }
+        } else if !o.strings("--webhook-secret-file").isEmpty {
             Log.warn("--webhook-secret-file without --webhook: no webhooks are sent")
         }
         if let caFile = o.string("--outbound-ca-file") {
@@ -237,7 +250,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         // SIGTERM (systemd, a rolling restart) drains over --drain-seconds; SIGINT is a person
         // at a terminal, who wants the prompt back now: everything closes at once.
         let drainSeconds = c.drainSeconds
-        waitForSignals(reload: { hub.reloadKeys() }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
+        waitForSignals(drainSeconds: drainSeconds, reload: { hub.reloadKeys() }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
         hub.run()
         closeOutbox()  // the sender stopped within run()
         print("ridepush: stopped")
@@ -281,7 +294,7 @@ func blockServerSignals() -> sigset_t {
 
 /// A thread of its own takes the signals: SIGHUP runs `reload` there (file I/O is fine on it;
 /// no handler runs in signal context), SIGINT or SIGTERM runs `stop` and ends the thread.
-func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping @Sendable (Int32) -> Void) {
+func waitForSignals(drainSeconds: Int, reload: @escaping @Sendable () -> Void, then stop: @escaping @Sendable (Int32) -> Void) {
     let blocked = blockServerSignals()
     Thread.detachNewThread {
         var s = blocked
@@ -294,10 +307,26 @@ func waitForSignals(reload: @escaping @Sendable () -> Void, then stop: @escaping
             }
             Log.info("signal \(sig): draining (closing connections)", ["signal": .int(Int64(sig))])
             stop(sig)
-            return
+            // The last resort (issue 36): whatever a connection, a stuck store or a library
+            // does, a process told to stop is gone within its drain time and a margin, so a
+            // supervisor's stop or a rolling deploy never waits on it. A clean stop returns
+            // from main long before this wakes; sleep restarts if a signal interrupts it.
+            let bound = Int64(sig == SIGINT ? 0 : drainSeconds) + stopMarginSeconds + watchdogMarginSeconds
+            var left = UInt32(bound)
+            while left > 0 { left = sleep(left) }
+            Log.error("still running \(bound) s after signal \(sig): exiting without finishing the shutdown",
+                      ["signal": .int(Int64(sig)), "seconds": .int(bound)])
+            _exit(1)
         }
     }
 }
+
+/// What the shutdown watchdog allows beyond the drain for the rest of the stop (contexts
+/// destroyed, the store worker and the webhook sender stopped).
+/// What a drain may take past its own length (requests answered, the last sockets closed:
+/// Shard.run's bound), and what the watchdog allows past that.
+let stopMarginSeconds: Int64 = 3
+let watchdogMarginSeconds: Int64 = 5
 
 /// The plans file's bytes, or why not in words: missing, a directory, not readable.
 func readPlansFile(_ path: String) throws(ServerError) -> [UInt8] {

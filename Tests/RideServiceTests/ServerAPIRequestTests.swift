@@ -61,6 +61,26 @@ final class ServerAPIRequestTests: XCTestCase {
         XCTAssertEqual(refusal(admit("/v1/rides", String(repeating: " ", count: 4097), token: alice))?.0, 413)
     }
 
+    /// Issue 36, finding 7: a key is its bytes. Two keys that differ only in bytes that are
+    /// not UTF-8 were both decoded to U+FFFD and collided; now each is refused, and the
+    /// 64-byte limit counts the bytes sent (64 bytes of `é` halves is 32 characters).
+    func testAnIdempotencyKeyThatIsNotUTF8IsRefusedAndMeasuredInBytes() throws {
+        let t = token("alice")
+        func admitRaw(_ key: [UInt8]) -> Result<ServerAPICall, HTTPRefusalAnswer> {
+            ServerAPIRequest.admit(method: "POST", path: "/v1/rides", idempotencyKeyBytes: key, token: t,
+                                   body: Array(#"{"rider":"alice","ride":"r-1"}"#.utf8), verifier: verifier, wall: wall)
+        }
+        for bad: [UInt8] in [[0x6B, 0xFF], [0x6B, 0xFE], [0xC3], [0xED, 0xA0, 0x80]] {
+            XCTAssertEqual(refusal(admitRaw(bad))?.0, 400, "\(bad)")
+        }
+        let e = Array("é".utf8)  // two bytes
+        _ = try call(admitRaw(Array((0..<32).flatMap { _ in e })))  // 64 bytes: a key
+        XCTAssertEqual(refusal(admitRaw(Array((0..<33).flatMap { _ in e })))?.0, 400)  // 66 bytes, 33 characters
+        // Without a token check first nothing is revealed: a bad token is still 401 whatever the key.
+        XCTAssertEqual(refusal(ServerAPIRequest.admit(method: "POST", path: "/v1/rides", idempotencyKeyBytes: [0xFF], token: "x",
+                                                      body: [], verifier: verifier, wall: wall))?.0, 401)
+    }
+
     func testBodiesAreStrictSoAMisspeltFieldIsNotIgnored() throws {
         let cases: [(String, String)] = [
             ("/v1/rides", #"{"rider":"alice","limt":60}"#), ("/v1/rides", #"{"ride":"r-1"}"#), ("/v1/rides", #"{"rider":""}"#),

@@ -92,6 +92,12 @@ package enum HTTPRouter {
 
     static func isControl(_ b: UInt8) -> Bool { b < 0x20 || b == 0x7F }
 
+    /// An HTTP connection over the per-address limit (`--max-connections-per-ip`, which counts
+    /// HTTP connections as it counts WebSocket sessions): refused before it is routed.
+    package static func tooManyConnections(from peer: String, limit: Int) -> HTTPAnswer {
+        .error(429, "too_many_connections", "more than \(limit) connections from \(peer); close some or retry later")
+    }
+
     /// The token check of every route: nil claims with authentication off (`verifier` nil) or
     /// for a route anyone may call; the refusal (401, or 403 for a route that needs ops) is the
     /// answer to send.

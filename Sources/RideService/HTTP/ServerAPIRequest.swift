@@ -53,6 +53,15 @@ package enum ServerAPIRequest {
 
     package static func admit(method: String, path: String, idempotencyKey: String?, token: String?, body: [UInt8],
                               verifier: TokenVerifier?, wall: Int64) -> Result<ServerAPICall, HTTPRefusalAnswer> {
+        admit(method: method, path: path, idempotencyKeyBytes: idempotencyKey.map { Array($0.utf8) }, token: token, body: body,
+              verifier: verifier, wall: wall)
+    }
+
+    /// The same with the `Idempotency-Key` as its bytes arrived: its length is measured in
+    /// them and a value that is not UTF-8 is refused (issue 36, finding 7), where decoding it
+    /// with replacement characters first made different keys one and the same.
+    package static func admit(method: String, path: String, idempotencyKeyBytes: [UInt8]?, token: String?, body: [UInt8],
+                              verifier: TokenVerifier?, wall: Int64) -> Result<ServerAPICall, HTTPRefusalAnswer> {
         guard let route = ServerAPIRoute(path: path), route != .unknown else {
             return refuse(.error(404, "not_found", "no such route: \(path)"))
         }
@@ -66,10 +75,13 @@ package enum ServerAPIRequest {
             case .failure(let r): return refuse(r.answer)
             }
         }
-        guard let key = idempotencyKey, (1...ServerAPIIdempotency.maxKeyBytes).contains(key.utf8.count) else {
-            return refuse(.error(400, "bad_request", idempotencyKey == nil
+        guard let keyBytes = idempotencyKeyBytes, (1...ServerAPIIdempotency.maxKeyBytes).contains(keyBytes.count) else {
+            return refuse(.error(400, "bad_request", idempotencyKeyBytes == nil
                 ? "an Idempotency-Key header is required on every POST (1-\(ServerAPIIdempotency.maxKeyBytes) bytes, e.g. a UUID)"
                 : "an Idempotency-Key is 1-\(ServerAPIIdempotency.maxKeyBytes) bytes"))
+        }
+        guard let key = String(validating: keyBytes, as: UTF8.self) else {
+            return refuse(.error(400, "bad_request", "an Idempotency-Key is UTF-8 text (e.g. a UUID)"))
         }
         guard body.count <= maxBody else { return refuse(.error(413, "too_large", "a request body is at most \(maxBody) bytes")) }
         let request: RideBook.Request
@@ -166,11 +178,12 @@ private extension UInt8 {
 /// kept to one byte past the limit (enough to refuse it as too large).
 package struct ServerAPIBody: Sendable {
     package let path: String
-    package let idempotencyKey: String?
+    /// The header's bytes as sent (ServerAPIRequest.admit checks them).
+    package let idempotencyKey: [UInt8]?
     package let token: String?
     package private(set) var bytes: [UInt8] = []
 
-    package init(path: String, idempotencyKey: String?, token: String?) {
+    package init(path: String, idempotencyKey: [UInt8]?, token: String?) {
         self.path = path
         self.idempotencyKey = idempotencyKey
         self.token = token

@@ -43,6 +43,9 @@ public struct ServerConfig: Sendable {
     public var webhooks: [String] = []
     /// `--webhook-secret-file`'s bytes, the HMAC key of `RidePush-Signature`.
     public var webhookSecret: [UInt8] = []
+    /// One key per `--webhook` URL when `--webhook-secret-file` is given once per URL (in the
+    /// same order): each endpoint's deliveries are signed with its own.
+    public var webhookEndpointSecrets: [String: [UInt8]] = [:]
     /// `--outbound-ca-file`: PEM certificates every outbound https call (webhooks, and any
     /// other call out) trusts besides the system's store; nil: the system's store only.
     public var outboundCAFile: String?
