@@ -65,13 +65,27 @@ def test_create_replay_reuse_and_the_answer_is_the_ride_as_get_returns_it(srv):
     assert set(got) == set(doc) and {k: got[k] for k in ("ride", "owner", "state", "started_at", "plan")} == \
         {k: doc[k] for k in ("ride", "owner", "state", "started_at", "plan")}
     time.sleep(1.1)  # the fare and `at` move on; the replay must not
-    status2, again, _ = post(srv, "/v1/rides", body, key="create-" + ride, token=alice)
+    status2, again, replayed = post(srv, "/v1/rides", body, key="create-" + ride, token=alice)
     assert (status2, again) == (201, first), "replay: the same status and bytes"
+    assert replayed["Idempotent-Replayed"] == "true" and headers["Idempotent-Replayed"] is None
     status3, reused, _ = post(srv, "/v1/rides", dict(body, limit=60), key="create-" + ride, token=alice)
     assert (status3, err(reused)) == (422, "idempotency_key_reused")
     # The key is the caller's: another subject's same key is another request.
     status4, bobs, _ = post(srv, "/v1/rides", {"rider": "bob"}, key="create-" + ride, token=control("bob"))
     assert status4 == 201 and json.loads(bobs)["owner"] == "bob"
+
+
+def test_ops_tokens_are_one_account_for_idempotency_keys(srv):
+    """Stripe scopes keys per account: two instances of the operator's backend, each with its
+    own `sub`, retrying one request with one key get one ride and the same bytes twice."""
+    rider, key = "dana-%d" % (time.monotonic_ns() % 10**9), str(uuid.uuid4())
+    status, first, headers = post(srv, "/v1/rides", {"rider": rider}, key=key, token=control("backend-1", ops=True))
+    assert status == 201 and headers["Idempotent-Replayed"] is None, first
+    status2, second, headers2 = post(srv, "/v1/rides", {"rider": rider}, key=key, token=control("backend-2", ops=True))
+    assert (status2, second) == (201, first), "the same bytes: no second ride (its id would differ)"
+    assert headers2["Idempotent-Replayed"] == "true"
+    _, listing, _ = srv.get("/rides?limit=500", headers={"Authorization": "Bearer " + control("ops", ops=True)})
+    assert [r["ride"] for r in listing["rides"] if r.get("owner") == rider] == [json.loads(first)["ride"]]
 
 
 def test_each_transition_and_its_errors(srv):

@@ -50,6 +50,7 @@ extension Shard {
             httpBodies[wsi] = nil
             awaitingStore.forget(wsi)
             deferredResponses[wsi] = nil
+            deferredHeaders[wsi] = nil
             apiBodies[wsi] = nil
             bodyCompleted.remove(wsi)
             // Admitted by the filter but never established: give its address's place back.
