@@ -80,6 +80,11 @@ final class ServerAPIRequestTests: XCTestCase {
         XCTAssertEqual(try call(admit("/v1/rides/r-9/pause", " {} ", auth: false)).request, .command(.pause, ride: "r-9", metres: nil))
         XCTAssertEqual(try call(admit("/v1/rides/r-9/resume", "", auth: false)).successStatus, 200)
         XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"a"}"#, auth: false)).successStatus, 201)
+        // Integer-valued numbers in any spelling, as JSON Schema's `integer` takes them.
+        XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"alice","limit":60.0}"#, auth: false)).request,
+                       .start(ride: nil, plan: nil, limit: 60, owner: "alice"))
+        XCTAssertEqual(try call(admit("/v1/rides/r-9/end", #"{"distance":1.2e3}"#, auth: false)).request,
+                       .command(.end, ride: "r-9", metres: 1200))
     }
 
     func testARiderStartsItsOwnRidesOnlyOpsAnyAndWatchTokensNone() throws {

@@ -124,7 +124,7 @@ package enum ServerAPIRequest {
             guard ClientCodec.isValidRideID(ride) else { return refuse(badRideID) }
             var metres: Int64?
             if let d = fields["distance"] {
-                guard let m = d.int, m >= 0 else { return refuse(.error(400, "bad_request", "\"distance\" is a whole number of metres, 0 or more")) }
+                guard let m = d.wholeNumber, m >= 0 else { return refuse(.error(400, "bad_request", "\"distance\" is a whole number of metres, 0 or more")) }
                 metres = m
             }
             return .success(.command(command, ride: ride, metres: metres))
@@ -144,7 +144,7 @@ package enum ServerAPIRequest {
             }
             var limit: Int64?
             if let l = fields["limit"] {
-                guard let n = l.int, n > 0 else { return refuse(.error(400, "bad_request", "\"limit\" is a whole number of seconds, more than 0")) }
+                guard let n = l.wholeNumber, n > 0 else { return refuse(.error(400, "bad_request", "\"limit\" is a whole number of seconds, more than 0")) }
                 limit = n
             }
             return .success(.start(ride: ride, plan: plan, limit: limit, owner: rider))
