@@ -198,6 +198,8 @@ def test_real_responses_match_the_document(tmp_path):
         ("GET", "/rides/oa-1", dict(token=bob), 403), ("GET", "/rides/oa-1", {}, 401),
         ("GET", "/rides/oa-zz", dict(token=ops), 404), ("GET", "/rides/a%3Cb", dict(token=ops), 400),
         ("GET", "/rides", dict(token=ops), 200), ("GET", "/rides?state=ended&limit=1", dict(token=ops), 200),
+        ("GET", "/rides?rider=alice&state=ended", dict(token=ops), 200), ("GET", "/rides?rider=alice", dict(token=ops), 200),
+        ("GET", "/rides?bogus=1", dict(token=ops), 400),
         ("GET", "/rides?state=gone", dict(token=ops), 400), ("GET", "/rides", dict(token=alice), 403), ("GET", "/rides", {}, 401),
         ("GET", "/v1/webhooks/dead", dict(token=ops), 200), ("GET", "/v1/webhooks/dead", dict(token=watch("alice")), 403),
         ("GET", "/v1/webhooks/dead", {}, 401),

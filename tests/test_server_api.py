@@ -65,13 +65,60 @@ def test_create_replay_reuse_and_the_answer_is_the_ride_as_get_returns_it(srv):
     assert set(got) == set(doc) and {k: got[k] for k in ("ride", "owner", "state", "started_at", "plan")} == \
         {k: doc[k] for k in ("ride", "owner", "state", "started_at", "plan")}
     time.sleep(1.1)  # the fare and `at` move on; the replay must not
-    status2, again, _ = post(srv, "/v1/rides", body, key="create-" + ride, token=alice)
+    status2, again, replayed = post(srv, "/v1/rides", body, key="create-" + ride, token=alice)
     assert (status2, again) == (201, first), "replay: the same status and bytes"
+    assert replayed["Idempotent-Replayed"] == "true" and headers["Idempotent-Replayed"] is None
     status3, reused, _ = post(srv, "/v1/rides", dict(body, limit=60), key="create-" + ride, token=alice)
     assert (status3, err(reused)) == (422, "idempotency_key_reused")
     # The key is the caller's: another subject's same key is another request.
     status4, bobs, _ = post(srv, "/v1/rides", {"rider": "bob"}, key="create-" + ride, token=control("bob"))
     assert status4 == 201 and json.loads(bobs)["owner"] == "bob"
+
+
+def test_ops_tokens_are_one_account_for_idempotency_keys(srv):
+    """Stripe scopes keys per account: two instances of the operator's backend, each with its
+    own `sub`, retrying one request with one key get one ride and the same bytes twice."""
+    rider, key = "dana-%d" % (time.monotonic_ns() % 10**9), str(uuid.uuid4())
+    status, first, headers = post(srv, "/v1/rides", {"rider": rider}, key=key, token=control("backend-1", ops=True))
+    assert status == 201 and headers["Idempotent-Replayed"] is None, first
+    status2, second, headers2 = post(srv, "/v1/rides", {"rider": rider}, key=key, token=control("backend-2", ops=True))
+    assert (status2, second) == (201, first), "the same bytes: no second ride (its id would differ)"
+    assert headers2["Idempotent-Replayed"] == "true"
+    _, listing, _ = srv.get("/rides?rider=" + rider, headers={"Authorization": "Bearer " + control("ops", ops=True)})
+    assert [r["ride"] for r in listing["rides"] if r.get("owner") == rider] == [json.loads(first)["ride"]]
+
+
+def test_the_listing_filters_by_rider_and_refuses_unknown_parameters(srv):
+    """`GET /rides?rider=` lists only that rider's rides, with `state=` and the paging the
+    listing has; a parameter it does not know is 400, as on /quote, not ignored."""
+    ops = {"Authorization": "Bearer " + control("backend", ops=True)}
+    tag = time.monotonic_ns() % 10**9
+    alice, bob = "alice-%d" % tag, "bob-%d" % tag
+    mine = [json.loads(post(srv, "/v1/rides", {"rider": alice}, token=control(alice))[1])["ride"] for _ in range(3)]
+    assert post(srv, "/v1/rides", {"rider": bob}, token=control(bob))[0] == 201
+    assert post(srv, "/v1/rides/%s/end" % mine[0], token=control(alice))[0] == 200
+
+    status, page, _ = srv.get("/rides?rider=" + alice, headers=ops)
+    assert status == 200 and sorted(r["ride"] for r in page["rides"]) == sorted(mine), page
+    assert {r["owner"] for r in page["rides"]} == {alice}
+    _, ended, _ = srv.get("/rides?state=ended&rider=" + alice, headers=ops)
+    assert [r["ride"] for r in ended["rides"]] == [mine[0]]
+    _, riding, _ = srv.get("/rides?state=riding&rider=" + alice, headers=ops)
+    assert sorted(r["ride"] for r in riding["rides"]) == sorted(mine[1:])
+    # Paged one at a time: every ride of hers once, and nobody else's.
+    seen, cursor = [], None
+    for _ in range(5):
+        _, p, _ = srv.get("/rides?limit=1&rider=%s%s" % (alice, "&cursor=" + cursor if cursor else ""), headers=ops)
+        seen += [r["ride"] for r in p["rides"]]
+        cursor = p.get("next")
+        if not cursor:
+            break
+    assert sorted(seen) == sorted(mine)
+
+    status, body, _ = srv.get("/rides?bogus=1", headers=ops)
+    assert status == 400 and body["error"]["code"] == "bad_request" and "bogus" in body["error"]["message"], body
+    assert srv.get("/rides?ridr=" + alice, headers=ops)[0] == 400, "a misspelt filter lists nothing rather than everyone"
+    assert srv.get("/rides?rider=%s&rider=%s" % (alice, bob), headers=ops)[0] == 400
 
 
 def test_each_transition_and_its_errors(srv):

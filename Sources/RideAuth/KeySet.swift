@@ -9,6 +9,9 @@ public struct KeySet: Sendable {
     private let byKid: [String: PublicKey]
     /// The key for tokens without `kid`: the PEM key when it has none.
     private let unnamed: PublicKey?
+    /// Why each key of the JWKS that is not a signing key was left out (an identity
+    /// provider's encryption key), for the log at start and on SIGHUP; empty when none was.
+    public private(set) var skipped: [String] = []
 
     public static let empty = KeySet(checked: [])
 
@@ -45,9 +48,18 @@ public struct KeySet: Sendable {
 
     public var isEmpty: Bool { keys.isEmpty }
 
-    /// A JWKS document `{"keys": [...]}`. Every key must be usable: one the server cannot
-    /// verify with is an error, so a typo does not go unnoticed until tokens are refused.
+    /// A JWKS document `{"keys": [...]}`. Every signing key must be usable: one the server
+    /// cannot verify with is an error, so a typo does not go unnoticed until tokens are refused.
+    /// Encryption keys (`"use": "enc"`, or an encryption `alg` such as RSA-OAEP) are not
+    /// signing keys and are left out: identity providers publish them beside the signing keys
+    /// (Keycloak's RSA-OAEP key), and the set is still the provider's.
     public static func jwks(_ bytes: [UInt8], name: String) throws(KeyError) -> [PublicKey] {
+        var skipped: [String] = []
+        return try jwks(bytes, name: name, skipped: &skipped)
+    }
+
+    /// `jwks`, saying in `skipped` which encryption keys were left out and why.
+    public static func jwks(_ bytes: [UInt8], name: String, skipped: inout [String]) throws(KeyError) -> [PublicKey] {
         let document: JSON
         do { document = try JSON.parse(bytes) } catch {
             throw KeyError("\(name): \(error.located(in: bytes))")
@@ -57,21 +69,30 @@ public struct KeySet: Sendable {
         var keys = [PublicKey]()
         for (index, item) in list.enumerated() {
             guard let jwk = item.object else { throw KeyError("\(name) key \(index + 1): not a JSON object") }
+            if let why = PublicKey.encryptionKey(jwk) {
+                let kid = jwk["kid"]?.string.map { " (kid \"\($0)\")" } ?? ""
+                skipped.append("\(name) key \(index + 1)\(kid): skipped, \(why); only signing keys verify tokens")
+                continue
+            }
             keys.append(try PublicKey.jwk(jwk, name: "\(name) key \(index + 1)"))
         }
+        guard !keys.isEmpty else { throw KeyError("\(name): no signing keys (every key is an encryption key)") }
         return keys
     }
 
     /// `--jwks-file` and `--jwt-public-key` read from disk, as at start and on SIGHUP.
     public static func load(jwksFile: String?, publicKeyFile: String?) throws(KeyError) -> KeySet {
         var keys = [PublicKey]()
+        var skipped: [String] = []
         if let jwksFile {
-            keys += try jwks(try read(jwksFile), name: jwksFile)
+            keys += try jwks(try read(jwksFile), name: jwksFile, skipped: &skipped)
         }
         if let publicKeyFile {
             keys.append(try PublicKey.pem(try read(publicKeyFile), name: publicKeyFile))
         }
-        return try KeySet(keys)
+        var set = try KeySet(keys)
+        set.skipped = skipped
+        return set
     }
 
     private static func read(_ path: String) throws(KeyError) -> [UInt8] {

@@ -44,6 +44,22 @@ public final class PublicKey: Sendable {
     // MARK: - From a JWK (RFC 7517 §4, RFC 7518 §6, RFC 8037 §2)
 
     /// One JWK object. `name` says which key of which file for errors ("jwks.json key 2").
+    /// Why a JWK is an encryption key (not one that verifies signatures), or nil: `"use":
+    /// "enc"`, or an `alg` of JWE key management (RFC 7518 §4.1).
+    static func encryptionKey(_ jwk: [String: JSON]) -> String? {
+        // One with private material is not skipped: `jwk` refuses it, as a leak to fix.
+        guard !privateMembers.contains(where: { jwk[$0] != nil }) else { return nil }
+        if jwk["use"]?.string == "enc" { return "\"use\": \"enc\"" }
+        guard let alg = jwk["alg"]?.string else { return nil }
+        let exact: Set<String> = ["RSA1_5", "dir", "A128KW", "A192KW", "A256KW", "A128GCMKW", "A192GCMKW", "A256GCMKW"]
+        if exact.contains(alg) || alg.hasPrefix("RSA-OAEP") || alg.hasPrefix("ECDH-ES") || alg.hasPrefix("PBES2-") {
+            return "\"alg\": \"\(alg)\" is an encryption algorithm"
+        }
+        return nil
+    }
+
+    static let privateMembers = ["d", "p", "q", "dp", "dq", "qi", "k"]
+
     public static func jwk(_ jwk: [String: JSON], name: String) throws(KeyError) -> PublicKey {
         func member(_ key: String) throws(KeyError) -> [UInt8] {
             guard let text = jwk[key]?.string else { throw KeyError("\(name): \"\(key)\" is missing or not a string") }
@@ -59,7 +75,7 @@ public final class PublicKey: Sendable {
         }
         let label = kid.map { "\(name) (kid \"\($0)\")" } ?? name
         // A private key in a key set is a leak waiting to be copied; refuse rather than ignore.
-        for secret in ["d", "p", "q", "dp", "dq", "qi", "k"] where jwk[secret] != nil {
+        for secret in privateMembers where jwk[secret] != nil {
             throw KeyError("\(label): holds private key material (\"\(secret)\"); give the public key only")
         }
         guard let kty = jwk["kty"]?.string else { throw KeyError("\(label): \"kty\" is missing") }

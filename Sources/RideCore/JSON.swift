@@ -24,6 +24,38 @@ public enum JSON: Sendable, Equatable {
     }
     public var numberText: String? { if case .number(let n) = self { return n }; return nil }
 
+    /// An integer-valued number in any JSON spelling (`60`, `60.0`, `6e1`, `600e-1`), as JSON
+    /// Schema's `integer` accepts it, when it fits Int64; nil for a fraction (`1.5`) or a non-number.
+    /// Exact: computed on the digits, never through a Double (`9007199254740993.0` stays itself).
+    public var wholeNumber: Int64? {
+        guard case .number(let text) = self else { return nil }
+        var s = Substring(text)
+        let negative = s.first == "-"
+        if negative { s = s.dropFirst() }
+        var exponent = 0
+        if let e = s.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            guard let x = Int(s[s.index(after: e)...].drop { $0 == "+" }), abs(x) < 1000 else { return nil }
+            exponent = x
+            s = s[..<e]
+        }
+        var digits = s
+        if let dot = s.firstIndex(of: ".") {
+            let fraction = s[s.index(after: dot)...]
+            digits = s[..<dot] + fraction
+            exponent -= fraction.count
+        }
+        guard !digits.isEmpty, digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+        var mantissa = Substring(digits.drop { $0 == "0" })
+        if mantissa.isEmpty { return 0 }
+        // Trailing zeros pay for a negative exponent; any other digit there is a fraction.
+        while exponent < 0, mantissa.last == "0" {
+            mantissa = mantissa.dropLast()
+            exponent += 1
+        }
+        guard exponent >= 0, mantissa.count + exponent <= 19 else { return nil }
+        return Int64((negative ? "-" : "") + String(mantissa) + String(repeating: "0", count: exponent))
+    }
+
     public struct ParseError: Error, Equatable, CustomStringConvertible {
         public let offset: Int
         public let reason: String

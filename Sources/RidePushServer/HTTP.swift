@@ -184,7 +184,8 @@ extension Shard {
         respond(wsi, status, type: type, body: json)
     }
 
-    func respond(_ wsi: OpaquePointer, _ status: UInt32, type: String, body: [UInt8]) -> Int32 {
+    func respond(_ wsi: OpaquePointer, _ status: UInt32, type: String, body: [UInt8],
+                 headers: [(name: String, value: String)] = []) -> Int32 {
         if isHead(wsi) { return respondHead(wsi, status, type: type, length: body.count, cache: "no-store") }
         var buf = [UInt8](repeating: 0, count: pre + 2048)
         return buf.withUnsafeMutableBufferPointer { b -> Int32 in
@@ -193,6 +194,9 @@ extension Shard {
             let end = b.baseAddress! + b.count - 1
             if lws_add_http_common_headers(wsi, status, type, lws_filepos_t(body.count), &p, end) != 0 { return 1 }
             if lws_add_http_header_by_name(wsi, "cache-control:", "no-store", 8, &p, end) != 0 { return 1 }
+            for h in headers {
+                if lws_add_http_header_by_name(wsi, h.name, h.value, Int32(h.value.utf8.count), &p, end) != 0 { return 1 }
+            }
             if lws_finalize_write_http_header(wsi, start, &p, end) != 0 { return 1 }
             httpBodies[wsi] = [UInt8](repeating: 0, count: pre) + body
             lws_callback_on_writable(wsi)
@@ -217,7 +221,9 @@ extension Shard {
     }
 
     func httpWritable(_ wsi: OpaquePointer) -> Int32 {
-        if let r = deferredResponses.removeValue(forKey: wsi) { return respond(wsi, r.status, json: r.body) }
+        if let r = deferredResponses.removeValue(forKey: wsi) {
+            return respond(wsi, r.status, type: "application/json", body: r.body, headers: deferredHeaders.removeValue(forKey: wsi) ?? [])
+        }
         guard var body = httpBodies.removeValue(forKey: wsi) else { return 0 }
         let pre = self.pre
         let n = body.withUnsafeMutableBufferPointer { p in

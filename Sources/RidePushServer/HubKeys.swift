@@ -18,6 +18,7 @@ extension Hub {
                       ["keys": .int(Int64(verifier.keys.keys.count))])
             return
         }
+        for note in verifier.keys.skipped { Log.info("SIGHUP: \(note)") }
         let kids = verifier.keys.keys.map { $0.kid ?? "(no kid)" }
         Log.info("SIGHUP: keys reloaded: \(kids.joined(separator: ", "))",
                  ["keys": .int(Int64(kids.count)), "kids": .string(kids.joined(separator: ","))])

@@ -58,6 +58,7 @@ extension Shard {
             httpBodies[wsi] = nil
             awaitingStore.forget(wsi)
             deferredResponses[wsi] = nil
+            deferredHeaders[wsi] = nil
             apiBodies[wsi] = nil
             bodyCompleted.remove(wsi)
             if let peer = httpLimits.forget(wsi) { hub.release(peer) }

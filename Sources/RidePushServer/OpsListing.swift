@@ -5,43 +5,28 @@ import RideProtocol
 import RideService
 import RideStore
 
-/// `GET /rides?state=riding|paused|ended&limit=N&cursor=C`: every ride, a page at a time,
-/// for operators. Keyset pages (RidePage): open rides by (started_at, id) from memory, ended
-/// rides newest first and all rides by start from the store, so rides starting and ending
-/// while someone pages neither repeat nor shift the pages after.
+/// `GET /rides?state=riding|paused|ended&rider=R&limit=N&cursor=C`: every ride (or one
+/// rider's), a page at a time, for operators; the query is judged by RidesQuery. Keyset pages
+/// (RidePage): open rides by (started_at, id) from memory, ended rides newest first and all
+/// rides by start from the store, so rides starting and ending while someone pages neither
+/// repeat nor shift the pages after.
 extension Shard {
-    static let maxPage = 500
-
     /// The router has checked the ops token.
     func ridesListing(_ wsi: OpaquePointer) -> Int32 {
-        let state = urlArg(wsi, "state")
-        guard state == nil || ["riding", "paused", "ended"].contains(state!) else {
-            return respond(wsi, 400, json: errorJSON("bad_request", "state= must be riding, paused or ended (or absent for every ride)"))
+        let query: RidesQuery
+        switch RidesQuery.parse(queryArguments(wsi)) {
+        case .success(let q): query = q
+        case .failure(let refusal): return respond(refusal.answer, wsi)
         }
-        var limit = 100
-        if let text = urlArg(wsi, "limit") {
-            guard let n = Int(text), n >= 1, n <= Shard.maxPage else {
-                return respond(wsi, 400, json: errorJSON("bad_request", "limit= must be a whole number from 1 to \(Shard.maxPage)"))
-            }
-            limit = n
-        }
-        var cursor: RideKey?
-        if let text = urlArg(wsi, "cursor") {
-            guard let k = OpsMessages.parseCursor(text) else {
-                return respond(wsi, 400, json: errorJSON("bad_request", "cursor= is not one this server returned in \"next\""))
-            }
-            cursor = k
-        }
-        let at = hub.clock.now()
-        switch state {
-        case "riding", "paused":
-            let wanted: RideState = state == "riding" ? .riding : .paused
+        let at = hub.clock.now(), limit = query.limit
+        switch query.state {
+        case .riding?, .paused?:
             // Copied under the lock, sorted outside it.
             let open = hub.registry.view.withLock { v in
                 var rows: [(key: RideKey, ride: Ride, plan: FarePlan, watchers: Int)] = []
-                for l in v.live where l.ride.state == wanted {
+                for l in v.live {
                     let k = RideKey(at: l.ride.startedAt, id: l.id)
-                    if let c = cursor, !(c < k) { continue }
+                    guard query.includes(open: l.ride, key: k) else { continue }
                     rows.append((k, l.ride, l.plan, l.subscriberCount.load(ordering: .relaxed)))
                 }
                 return rows
@@ -50,11 +35,10 @@ extension Shard {
             return respond(wsi, 200, json: OpsMessages.page(p.rows, at: at, next: p.next.map(OpsMessages.cursor)))
         default:
             // Ended rides (and every ride) come from the store, on the store worker's thread.
-            let order: RidePage = state == "ended" ? .ended(before: cursor) : .byStart(after: cursor)
-            let limit = limit
+            let order = query.storePage, rider = query.rider
             return awaitStore(wsi, "/rides") { store, registry in
                 let stored: [StoredRide]
-                do throws(StoreError) { stored = try store.rides(order, limit: limit + 1) } catch {
+                do throws(StoreError) { stored = try store.rides(order, rider: rider, limit: limit + 1) } catch {
                     return OpsAnswer(status: 503, body: OpsMessages.error("unavailable", "ride storage is unavailable: \(error.message)"))
                 }
                 let rows = stored.map { r in

@@ -28,6 +28,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var awaitingStore = PendingReads<OpaquePointer>()
     /// Responses made off the HTTP callback, written on HTTP_WRITEABLE.
     var deferredResponses: [OpaquePointer: (status: UInt32, body: [UInt8])] = [:]
+    /// Headers to go with a deferred response (`Idempotent-Replayed` on a server API replay).
+    var deferredHeaders: [OpaquePointer: [(name: String, value: String)]] = [:]
     /// Server API POSTs whose bodies are arriving (ServerAPIRoutes.swift).
     var apiBodies: [OpaquePointer: ServerAPIBody] = [:]
     /// Connections whose current request's body is complete (HTTP_BODY_COMPLETION seen).
@@ -200,7 +202,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             guard let s = sessions[serial] else { return }
             perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
         case .ops(let item): deliverOps(item)
-        case .httpAnswer(let token, let status, let body): httpAnswered(token, status, body)
+        case .httpAnswer(let token, let answer): httpAnswered(token, answer)
         case .shutdown: beginShutdown()
         }
     }

@@ -16,9 +16,11 @@ extension Shard {
         return 0
     }
 
-    func httpAnswered(_ token: UInt64, _ status: UInt32, _ body: [UInt8]) {
+    func httpAnswered(_ token: UInt64, _ answer: HTTPAnswer) {
         guard let waiting = awaitingStore.take(token) else { return }
-        deferredResponses[waiting.handle] = (status, body)
+        deferredResponses[waiting.handle] = (answer.status, answer.body)
+        let extra = answer.extraHeaders
+        if !extra.isEmpty { deferredHeaders[waiting.handle] = extra }
         lws_callback_on_writable(waiting.handle)
     }
 }

@@ -18,7 +18,7 @@ extension Shard {
         let token = awaitingStore.add(wsi, "webhooks/dead")
         hub.webhookReads.async { [self] in
             let body = WebhookMetrics.deadListingJSON(outbox.dead(limit: Shard.deadListingLimit))
-            post(.httpAnswer(token, 200, body))
+            post(.httpAnswer(token, HTTPAnswer(status: 200, body: body)))
         }
         return 0
     }

@@ -109,9 +109,9 @@ public final class MemoryStore: RideStore {
         return rowOf[id].map { stored(rows[$0]) }
     }
 
-    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
+    public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] {
         try checkOpen()
-        let all = allRows().map(stored)
+        let all = allRows().map(stored).filter { rider == nil || $0.ride.owner == rider }
         switch page {
         case .byStart(let after):
             let keyed = all.map { ($0.key(in: page)!, $0) }.filter { after == nil || after! < $0.0 }

@@ -29,8 +29,9 @@ public protocol RideStore: AnyObject {
     /// One ride by id, in any state; nil if unknown.
     func ride(_ id: String) throws(StoreError) -> StoredRide?
 
-    /// At most `limit` rides of a listing, in `page`'s keyset order (see `RidePage`).
-    func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide]
+    /// At most `limit` rides of a listing, in `page`'s keyset order (see `RidePage`); with
+    /// `rider`, only that rider's (the filter is in the query, so a page is still `limit` rows).
+    func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide]
 
     /// The reply recorded for a control request, if still kept (see `prune`).
     func reply(for key: ReplyKey) throws(StoreError) -> StoredReply?
@@ -295,4 +296,11 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { message }
+}
+
+extension RideStore {
+    /// Every rider's rides: a page of the whole listing.
+    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
+        try rides(page, rider: nil, limit: limit)
+    }
 }

@@ -374,21 +374,26 @@ enum PostgresJournal {
 
     /// A page of the listing: the page's ids first through rides_started / rides_ended (a
     /// page reads `limit` index entries), then their journals, in the page's order.
-    static func rides(_ c: PostgresConnection, _ page: RidePage, limit: Int, label: String) throws(StoreError) -> [StoredRide] {
+    static func rides(_ c: PostgresConnection, _ page: RidePage, rider: String?, limit: Int, label: String) throws(StoreError) -> [StoredRide] {
         let n = PGValue.int(Int64(max(0, limit)))
-        let inner: String, order: String, params: [PGValue]
+        let inner: String, order: String
+        var params: [PGValue]
         switch page {
         case .byStart(let after):
-            let cond = after == nil ? "" : "WHERE (started_at, id COLLATE \"C\") > ($2::bigint, $3::text COLLATE \"C\")"
-            inner = "SELECT id, started_at AS k FROM ridepush.rides \(cond) ORDER BY started_at, id COLLATE \"C\" LIMIT $1::integer"
-            order = "p.k, p.id COLLATE \"C\", j.seq"
+            let cond = after == nil ? "TRUE" : "(started_at, id COLLATE \"C\") > ($2::bigint, $3::text COLLATE \"C\")"
             params = [n] + (after.map { [.int($0.at), .text($0.id)] } ?? [])
+            // A rider's page walks the same index and skips other riders' rows.
+            let owner = rider == nil ? "" : " AND owner = $\(params.count + 1)::text"
+            inner = "SELECT id, started_at AS k FROM ridepush.rides WHERE \(cond)\(owner) ORDER BY started_at, id COLLATE \"C\" LIMIT $1::integer"
+            order = "p.k, p.id COLLATE \"C\", j.seq"
         case .ended(let before):
             let cond = before == nil ? "" : "AND (ended_at, id COLLATE \"C\") < ($2::bigint, $3::text COLLATE \"C\")"
-            inner = "SELECT id, ended_at AS k FROM ridepush.rides WHERE ended_at IS NOT NULL \(cond) ORDER BY ended_at DESC, id COLLATE \"C\" DESC LIMIT $1::integer"
-            order = "p.k DESC, p.id COLLATE \"C\" DESC, j.seq"
             params = [n] + (before.map { [.int($0.at), .text($0.id)] } ?? [])
+            let owner = rider == nil ? "" : " AND owner = $\(params.count + 1)::text"
+            inner = "SELECT id, ended_at AS k FROM ridepush.rides WHERE ended_at IS NOT NULL \(cond)\(owner) ORDER BY ended_at DESC, id COLLATE \"C\" DESC LIMIT $1::integer"
+            order = "p.k DESC, p.id COLLATE \"C\" DESC, j.seq"
         }
+        if let rider { params.append(.text(rider)) }
         return try rides(c, label: label, """
             SELECT \(rideColumns) FROM (\(inner)) p JOIN ridepush.rides r ON r.id = p.id
             JOIN ridepush.journal j ON j.ride_id = r.id ORDER BY \(order)

@@ -558,8 +558,8 @@ public final class PostgresStore: RideStore {
         return try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.ride(c, id, label: label) }
     }
 
-    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
-        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.rides(c, page, limit: limit, label: label) }
+    public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] {
+        try read { (c: PostgresConnection) throws(StoreError) in try PostgresJournal.rides(c, page, rider: rider, limit: limit, label: label) }
     }
 
     public func reply(for key: ReplyKey) throws(StoreError) -> StoredReply? {

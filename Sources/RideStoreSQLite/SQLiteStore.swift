@@ -299,21 +299,23 @@ public final class SQLiteStore: LogSyncing {
         return try load(id)
     }
 
-    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] {
+    public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] {
         // The page's ids first (through rides_started / rides_ended, so a page reads `limit`
         // index entries, not every ride), then their journals.
         let select = "SELECT r.id, r.plan_id, r.owner, r.time_limit, t.kind, t.at, t.reason, t.metres FROM ("
         let join = ") p JOIN rides r ON r.id = p.id LEFT JOIN transitions t ON t.ride = r.n"
         let n = SQLValue.int(Int64(max(0, limit)))
+        // A rider's page walks the same index and skips other riders' rows.
+        let (riderBinds, riderCond): ([SQLValue], String) = rider.map { ([.text($0)], " AND owner = ?") } ?? ([], "")
         switch page {
         case .byStart(let after):
-            let (binds, cond): ([SQLValue], String) = after.map { ([.int($0.at), .text($0.id)], "WHERE (started_at, id) > (?, ?)") } ?? ([], "")
-            return try loadRides(select + "SELECT id, started_at AS k FROM rides \(cond) ORDER BY started_at, id LIMIT ?"
-                                 + join + " ORDER BY p.k, p.id, t.seq", binds + [n])
+            let (binds, cond): ([SQLValue], String) = after.map { ([.int($0.at), .text($0.id)], "(started_at, id) > (?, ?)") } ?? ([], "1")
+            return try loadRides(select + "SELECT id, started_at AS k FROM rides WHERE \(cond)\(riderCond) ORDER BY started_at, id LIMIT ?"
+                                 + join + " ORDER BY p.k, p.id, t.seq", binds + riderBinds + [n])
         case .ended(let before):
             let (binds, cond): ([SQLValue], String) = before.map { ([.int($0.at), .text($0.id)], "AND (ended_at, id) < (?, ?)") } ?? ([], "")
-            return try loadRides(select + "SELECT id, ended_at AS k FROM rides WHERE ended_at IS NOT NULL \(cond) ORDER BY ended_at DESC, id DESC LIMIT ?"
-                                 + join + " ORDER BY p.k DESC, p.id DESC, t.seq", binds + [n])
+            return try loadRides(select + "SELECT id, ended_at AS k FROM rides WHERE ended_at IS NOT NULL \(cond)\(riderCond) ORDER BY ended_at DESC, id DESC LIMIT ?"
+                                 + join + " ORDER BY p.k DESC, p.id DESC, t.seq", binds + riderBinds + [n])
         }
     }
 

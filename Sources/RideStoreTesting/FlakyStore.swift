@@ -60,6 +60,6 @@ public final class FlakyStore: RideStore, @unchecked Sendable {  // `script` is 
     public func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
         try inner.purgeEnded(before: instant, limit: limit)
     }
-    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
+    public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, rider: rider, limit: limit) }
     public func close() { inner.close() }
 }

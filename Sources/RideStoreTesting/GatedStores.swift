@@ -31,7 +31,7 @@ public final class GatedStore: RideStore {
     public func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
         try inner.purgeEnded(before: instant, limit: limit)
     }
-    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
+    public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, rider: rider, limit: limit) }
     public func close() { inner.close() }
 }
 
@@ -73,6 +73,6 @@ public final class DeferringStore: LogSyncing {
     public func purgeEnded(before instant: UnixMillis, limit: Int) throws(StoreError) -> PurgeCount {
         try inner.purgeEnded(before: instant, limit: limit)
     }
-    public func rides(_ page: RidePage, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, limit: limit) }
+    public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, rider: rider, limit: limit) }
     public func close() { inner.close() }
 }

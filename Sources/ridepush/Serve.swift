@@ -236,6 +236,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             Log.info("serving", ["url": .string("\(scheme)://\(bound):\(hub.port)/"), "threads": .int(Int64(c.threads)),
                              "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
         }
+        for note in c.identityKeys.skipped { Log.info(note) }
         if !c.identityKeys.isEmpty {
             print("ridepush: identity provider keys: " + c.identityKeys.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }.joined(separator: ", ")
                   + (configuredSecret == nil ? " (no HS256 secret: RidePush's own tokens and share links are off)" : ", and HS256"))

@@ -281,8 +281,40 @@ final class KeySetLoadTests: XCTestCase {
                        #"idp.jwks key 1 (kid "p"): holds private key material ("d"); give the public key only"#)
         XCTAssertEqual(loadError([#"{"kid":"a",\#(member),"alg":"PS256"}"#]),
                        #"idp.jwks key 1 (kid "a"): "alg" "PS256" is not supported for a RSA key (only RS256)"#)
-        XCTAssertEqual(loadError([#"{"kid":"u",\#(member),"use":"enc"}"#]), #"idp.jwks key 1 (kid "u"): "use" is not "sig""#)
+        XCTAssertEqual(loadError([#"{"kid":"u",\#(member),"use":"wrap"}"#]), #"idp.jwks key 1 (kid "u"): "use" is not "sig""#)
+        // An encryption key is skipped, but not one that leaks its private half.
+        XCTAssertEqual(loadError([#"{"kid":"p",\#(member),"use":"enc","d":"AQAB"}"#]),
+                       #"idp.jwks key 1 (kid "p"): holds private key material ("d"); give the public key only"#)
+        XCTAssertEqual(loadError([#"{"kid":"u",\#(member),"use":"enc"}"#]), #"idp.jwks: no signing keys (every key is an encryption key)"#)
         XCTAssertNil(loadError([#"{"kid":"ok",\#(member),"alg":"RS256","use":"sig"}"#]))
+    }
+
+    /// Keycloak publishes its realm's encryption key (RSA-OAEP, `"use": "enc"`) beside the
+    /// signing keys: the set loads without it, says so once, and each signing key verifies.
+    func testAKeycloakShapedSetSkipsItsEncryptionKeys() throws {
+        let rsa = Keys.rsa.jwkMembers(), ec = Keys.p256.jwkMembers(), other = Keys.otherRSA.jwkMembers()
+        let document = jwks([
+            #"{"kid":"kc-rs","use":"sig","alg":"RS256",\#(rsa),"x5c":["MIIC"],"x5t":"abc","x5t#S256":"def"}"#,
+            #"{"kid":"kc-enc","use":"enc","alg":"RSA-OAEP",\#(other)}"#,
+            #"{"kid":"kc-es","use":"sig","alg":"ES256",\#(ec)}"#,
+            #"{"kid":"kc-oaep256","alg":"RSA-OAEP-256",\#(other)}"#,
+            #"{"kid":"kc-ecdh","alg":"ECDH-ES+A256KW",\#(Keys.otherP256.jwkMembers())}"#,
+        ])
+        let path = NSTemporaryDirectory() + "keycloak-\(UUID().uuidString).jwks"
+        FileManager.default.createFile(atPath: path, contents: Data(document))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let set = try KeySet.load(jwksFile: path, publicKeyFile: nil)
+        XCTAssertEqual(set.keys.map(\.kid), ["kc-rs", "kc-es"])
+        XCTAssertEqual(set.skipped, [
+            #"\#(path) key 2 (kid "kc-enc"): skipped, "use": "enc"; only signing keys verify tokens"#,
+            #"\#(path) key 4 (kid "kc-oaep256"): skipped, "alg": "RSA-OAEP-256" is an encryption algorithm; only signing keys verify tokens"#,
+            #"\#(path) key 5 (kid "kc-ecdh"): skipped, "alg": "ECDH-ES+A256KW" is an encryption algorithm; only signing keys verify tokens"#,
+        ])
+        let v = TokenVerifier(secret: nil, keys: set, policy: .anyIssuerAllowed)
+        XCTAssertEqual(try v.verify(Keys.rsa.token(kid: "kc-rs", payload: riderClaims), now: now), riderExpected)
+        XCTAssertEqual(try v.verify(Keys.p256.token(kid: "kc-es", payload: riderClaims), now: now), riderExpected)
+        // A token naming the encryption key's kid is refused: that key verifies nothing.
+        XCTAssertNotNil(refusal(Keys.otherRSA.token(kid: "kc-enc", payload: riderClaims), v))
     }
 
     func testDocumentShapeAndKids() {

@@ -48,6 +48,20 @@ final class JSONTests: XCTestCase {
         XCTAssertEqual(parse(" \t\r\n 7 \t\r\n "), .number("7"))
     }
 
+    /// JSON Schema's `integer` accepts any integer-valued number; so does `wholeNumber`, exactly.
+    func testWholeNumbersInEverySpelling() throws {
+        let cases: [(String, Int64?)] = [
+            ("60", 60), ("60.0", 60), ("60.000", 60), ("6e1", 60), ("6E+1", 60), ("600e-1", 60), ("0.6e2", 60),
+            ("-3.0", -3), ("0", 0), ("-0.0", 0), ("0e5", 0), ("9007199254740993.0", 9_007_199_254_740_993),
+            ("9223372036854775807.0", Int64.max), ("1.5", nil), ("15e-1", nil), ("1.55e1", nil),
+            ("9223372036854775808", nil), ("1e19", nil), ("1e999999", nil),
+        ]
+        for (text, expected) in cases {
+            XCTAssertEqual(try JSON.parse(Array(text.utf8)).wholeNumber, expected, text)
+        }
+        XCTAssertNil(JSON.string("60").wholeNumber)
+    }
+
     func testNested() {
         let v = parse(#"{"a":[1,{"b":[true,false,null,[]],"c":{}},"x"],"d":{"e":{"f":"g"}},"h":-2.5e+3}"#)
         XCTAssertEqual(v, .object([

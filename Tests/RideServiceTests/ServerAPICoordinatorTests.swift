@@ -30,13 +30,15 @@ final class ServerAPICoordinatorTests: XCTestCase {
         for (i, c) in calls.enumerated() { h.submit(.api(c, from: Requester(shard: 0, session: 0, http: UInt64(i + 1)))) }
         h.run()
         let answers = h.events[0].compactMap { e -> (UInt64, HTTPAnswer)? in
-            if case .httpAnswer(let t, let s, let b) = e { return (t, HTTPAnswer(status: s, body: b)) } else { return nil }
+            if case .httpAnswer(let t, let a) = e { return (t, a) } else { return nil }
         }
         XCTAssertEqual(answers.map(\.0), Array(1...UInt64(calls.count)), "one answer per request, in order")
         return answers.map(\.1)
     }
 
     func json(_ a: HTTPAnswer) -> JSON { try! JSON.parse(a.body) }
+    /// `a` as a repeated key gets it: the same status and bytes, marked replayed.
+    func replay(_ a: HTTPAnswer) -> HTTPAnswer { HTTPAnswer(status: a.status, body: a.body, replayed: true) }
     func code(_ a: HTTPAnswer) -> String? { json(a)["error"]?["code"]?.string }
 
     func testCreateIsAnsweredAfterTheCommitWithTheRideDocumentAndRepliedTheSameBytesLater() throws {
@@ -47,8 +49,8 @@ final class ServerAPICoordinatorTests: XCTestCase {
         XCTAssertTrue(h.events.allSatisfy(\.isEmpty), "nobody told before the commit")
         h.run()
         XCTAssertEqual(h.store.commits.count, 1)
-        guard case .httpAnswer(7, let status, let body) = h.events[0].first else { return XCTFail("\(h.events)") }
-        let first = HTTPAnswer(status: status, body: body)
+        guard case .httpAnswer(7, let first) = h.events[0].first else { return XCTFail("\(h.events)") }
+        XCTAssertFalse(first.replayed)
         XCTAssertEqual(first.status, 201)
         // Exactly GET /rides/{id}'s document at the decision.
         let ride = try XCTUnwrap(h.registry.find("r-1"))
@@ -61,13 +63,13 @@ final class ServerAPICoordinatorTests: XCTestCase {
         XCTAssertEqual(ServerAPIIdempotency.unpacked(stored.bytes), first)
 
         clock.advance(seconds: 30)
-        XCTAssertEqual(run(h, create), [first], "replayed from memory: same status, same bytes, though the fare moved on")
+        XCTAssertEqual(run(h, create), [replay(first)], "replayed from memory: same status, same bytes, though the fare moved on")
         XCTAssertEqual(h.store.commits.count, 1, "applied once")
         // A restarted node (or another node on the same store) knows only the store.
         h.coordinator = StoreCoordinator(book: RideBook(plans: [.standard]), registry: h.registry, clock: clock, metrics: Metrics()) {
             [unowned h] i, e in h.events[i] += e
         }
-        XCTAssertEqual(run(h, create), [first], "replayed from the store")
+        XCTAssertEqual(run(h, create), [replay(first)], "replayed from the store")
         XCTAssertEqual(h.store.commits.count, 1)
     }
 
@@ -103,7 +105,7 @@ final class ServerAPICoordinatorTests: XCTestCase {
         XCTAssertEqual(ended.map(\.status), [200])
         XCTAssertEqual(json(ended[0])["receipt"]?["distance"]?.int, 1200)
         XCTAssertEqual(json(ended[0])["receipt"]?["reason"]?.string, "rider")
-        XCTAssertEqual(run(h, call("/v1/rides/r-1/end", #"{"distance":1200}"#, key: "e")), ended, "a retried end: the receipt again")
+        XCTAssertEqual(run(h, call("/v1/rides/r-1/end", #"{"distance":1200}"#, key: "e")), ended.map(replay), "a retried end: the receipt again")
     }
 
     func testARiderActsOnItsOwnRidesOnlyAndOpsOnAny() {
@@ -141,9 +143,41 @@ final class ServerAPICoordinatorTests: XCTestCase {
         let create = call("/v1/rides", #"{"rider":"alice"}"#)
         let answers = run(h, create, create)
         XCTAssertEqual(answers.map(\.status), [201, 201])
-        XCTAssertEqual(answers[0], answers[1])
+        XCTAssertEqual(replay(answers[0]), answers[1])
         XCTAssertEqual(h.store.commits.map(\.count), [1])
         XCTAssertEqual(h.registry.openRides(of: "alice"), 1, "one ride, though no ride id was given")
+    }
+
+    /// Stripe's scoping: the operator's backend is one account whatever `sub` each of its
+    /// instances' tokens carries; a rider's keys are the rider's own.
+    func testOpsTokensShareOneKeyScopeAndRidersHaveTheirOwn() {
+        let h = EmbeddedService(ManualClock(t0))
+        let body = #"{"rider":"alice"}"#
+        let first = run(h, call("/v1/rides", body, key: "k", sub: "backend-1", ops: true))
+        XCTAssertEqual(first.map(\.status), [201])
+        let second = run(h, call("/v1/rides", body, key: "k", sub: "backend-2", ops: true))
+        XCTAssertEqual(second, first.map(replay), "another instance of the backend, the same key: the same answer")
+        XCTAssertEqual(h.registry.openRides(of: "alice"), 1, "one ride")
+        // The rider's own key "k" is another account's: applied, not replayed.
+        let riders = run(h, call("/v1/rides", body, key: "k", sub: "alice"))
+        XCTAssertEqual(riders.map(\.status), [201])
+        XCTAssertFalse(riders[0].replayed)
+        XCTAssertEqual(h.registry.openRides(of: "alice"), 2)
+    }
+
+    /// An ops key recorded before keys were scoped per account (under the token's own sub) is
+    /// still found: a retry across the upgrade is answered, not applied again.
+    func testAnOpsKeyStoredUnderItsSubBeforeTheUpgradeIsStillReplayed() throws {
+        let h = EmbeddedService(ManualClock(t0))
+        let create = call("/v1/rides", #"{"rider":"alice","ride":"r-old"}"#, key: "k", sub: "backend", ops: true)
+        let old = HTTPAnswer(status: 201, body: Array(#"{"ride":"r-old"}"#.utf8))
+        let legacy = try XCTUnwrap(create.legacyKey)
+        XCTAssertEqual(legacy, ServerAPIIdempotency.replyKey(subject: "backend", key: "k"))
+        let ride = NewRide(id: "r-old", planID: "default", owner: "alice", limit: nil, startedAt: t0)
+        let reply = ReplyRecord(key: legacy, request: create.fingerprint, bytes: ServerAPIIdempotency.packed(old), at: t0)
+        XCTAssertEqual(try h.store.inner.commit([.create(ride, reply: reply)]), [.written])
+        XCTAssertEqual(run(h, create), [replay(old)])
+        XCTAssertEqual(h.store.commits.count, 0, "nothing applied")
     }
 
     /// Another node commits the same key between this node's read of it and its commit: the
@@ -162,6 +196,6 @@ final class ServerAPICoordinatorTests: XCTestCase {
         let raced = run(h, create)
         XCTAssertEqual(raced.map { "\($0.status) \(code($0) ?? "")" }, ["409 idempotency_key_in_flight"])
         XCTAssertEqual(h.registry.openRides(of: "alice"), 0, "this node's ride was not created")
-        XCTAssertEqual(run(h, create), [theirs], "the retry: the other node's answer")
+        XCTAssertEqual(run(h, create), [replay(theirs)], "the retry: the other node's answer")
     }
 }

@@ -7,7 +7,8 @@ import RideStore
 
 /// The server API's admission and idempotency as request in, decision out, without a socket:
 /// route and method before the token, the token before the key, the key before the body, and
-/// what a token may start; keys scoped by subject; fingerprints by method, path and body.
+/// what a token may start; keys scoped by account (one for ops tokens, a rider's own);
+/// fingerprints by method, path and body.
 final class ServerAPIRequestTests: XCTestCase {
     let signer = TokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8))
     let verifier = TokenVerifier(secret: Array("0123456789abcdef0123456789abcdef".utf8))
@@ -99,6 +100,11 @@ final class ServerAPIRequestTests: XCTestCase {
         XCTAssertEqual(try call(admit("/v1/rides/r-9/pause", " {} ", auth: false)).request, .command(.pause, ride: "r-9", metres: nil))
         XCTAssertEqual(try call(admit("/v1/rides/r-9/resume", "", auth: false)).successStatus, 200)
         XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"a"}"#, auth: false)).successStatus, 201)
+        // Integer-valued numbers in any spelling, as JSON Schema's `integer` takes them.
+        XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"alice","limit":60.0}"#, auth: false)).request,
+                       .start(ride: nil, plan: nil, limit: 60, owner: "alice"))
+        XCTAssertEqual(try call(admit("/v1/rides/r-9/end", #"{"distance":1.2e3}"#, auth: false)).request,
+                       .command(.end, ride: "r-9", metres: 1200))
     }
 
     func testARiderStartsItsOwnRidesOnlyOpsAnyAndWatchTokensNone() throws {
@@ -109,17 +115,27 @@ final class ServerAPIRequestTests: XCTestCase {
         XCTAssertEqual(try call(admit("/v1/rides", body, token: token("bob"))).access?.rider, "bob")
         let ops = try call(admit("/v1/rides", body, token: token("backend", ops: true)))
         XCTAssertEqual(ops.request, .start(ride: nil, plan: nil, limit: nil, owner: "bob"), "the ride is the rider's, not the backend's")
-        XCTAssertEqual(ops.key.scope, "backend", "the key is the caller's")
+        XCTAssertEqual(ops.key.scope, ServerAPIIdempotency.operatorScope, "the key is the operator's account's")
     }
 
-    func testKeysAreScopedBySubjectAndFingerprintsSeeMethodPathAndBody() throws {
+    func testKeysAreScopedByAccountAndFingerprintsSeeMethodPathAndBody() throws {
         let a = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice")))
         let a2 = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice")))
         XCTAssertEqual(a.key, a2.key)
         XCTAssertEqual(a.fingerprint, a2.fingerprint)
         XCTAssertTrue(a.key.id.hasPrefix("http:") && a.key.id.count == 69, a.key.id)
-        let other = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice", ops: true)))
-        XCTAssertEqual(other.key, a.key, "the same subject: the same key whatever else the token says")
+        XCTAssertEqual(a.key.scope, "alice", "a rider's token: the rider's own account")
+        XCTAssertNil(a.legacyKey, "riders' keys are where they always were")
+        // Every ops token is the operator's backend: one scope whatever its sub, and not a rider's.
+        let ops1 = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("backend-1", ops: true)))
+        let ops2 = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("backend-2", ops: true)))
+        XCTAssertEqual(ops1.key, ops2.key)
+        XCTAssertEqual(ops1.key.scope, ServerAPIIdempotency.operatorScope)
+        let opsAlice = try call(admit("/v1/rides", #"{"rider":"alice"}"#, token: token("alice", ops: true)))
+        XCTAssertEqual(opsAlice.key, ops1.key)
+        XCTAssertNotEqual(opsAlice.key, a.key, "an ops token whose sub is a rider's is still the operator")
+        XCTAssertEqual(ops1.legacyKey, ServerAPIIdempotency.replyKey(subject: "backend-1", key: "k-1"))
+        XCTAssertEqual(try call(admit("/v1/rides", #"{"rider":"alice"}"#, auth: false)).key, ops1.key, "authentication off: the operator")
         let b = try call(admit("/v1/rides", #"{"rider":"bob"}"#, token: token("bob")))
         XCTAssertNotEqual(b.key.id, a.key.id)
         XCTAssertNotEqual(ServerAPIIdempotency.replyKey(subject: "ab", key: "c").id, ServerAPIIdempotency.replyKey(subject: "a", key: "bc").id)
@@ -138,7 +154,12 @@ final class ServerAPIRequestTests: XCTestCase {
         XCTAssertEqual(String(decoding: packed, as: UTF8.self), #"201 {"ride":"r-1"}"#)
         XCTAssertEqual(ServerAPIIdempotency.unpacked(packed), answer)
         let earlier = RideBook.Earlier(request: "http abc", bytes: packed)
-        XCTAssertEqual(ServerAPIIdempotency.again(earlier, fingerprint: "http abc"), answer)
+        let replayed = ServerAPIIdempotency.again(earlier, fingerprint: "http abc")
+        XCTAssertEqual(replayed, HTTPAnswer(status: 201, body: answer.body, replayed: true))
+        XCTAssertEqual(replayed.extraHeaders.map { "\($0.name) \($0.value)" }, ["idempotent-replayed: true"])
+        XCTAssertTrue(answer.extraHeaders.isEmpty)
+        // Handed from the store worker to the service thread, the mark survives.
+        XCTAssertEqual(ServerAPIIdempotency.unpacked(ServerAPIIdempotency.packed(replayed)), replayed)
         let reused = ServerAPIIdempotency.again(earlier, fingerprint: "http abd")
         XCTAssertEqual(reused.status, 422)
         XCTAssertEqual((try? JSON.parse(reused.body))?["error"]?["code"]?.string, "idempotency_key_reused")

@@ -51,6 +51,32 @@ extension RideStoreSemanticsTests {
         }
     }
 
+    /// One rider's pages: only their rides, `limit` of them per page however many other
+    /// riders' rides lie between, in both orders and across a cursor.
+    func testARidersPagesHoldOnlyTheirRides() throws {
+        try forEachStore { open, reopen in
+            var store = try open()
+            for (i, owner) in ["alice", "bob", "bob", "alice", "bob", "alice"].enumerated() {
+                let id = "\(owner)-\(i)"
+                try store.create(id: id, planID: "p", owner: owner, limit: nil, startedAt: t0 + Int64(i), reply: nil)
+                try store.append(ride: id, .end(at: t0 + 100 - Int64(i), reason: .rider, metres: 0), reply: nil)
+            }
+            try store.create(id: "open-alice", planID: "p", owner: "alice", limit: nil, startedAt: t0 + 50, reply: nil)
+            try store.create(id: "nobody", planID: "p", owner: nil, limit: nil, startedAt: t0 + 60, reply: nil)
+            store = try reopen(store)
+            let first = try store.rides(.byStart(after: nil), rider: "alice", limit: 2)
+            XCTAssertEqual(first.map(\.id), ["alice-0", "alice-3"])
+            let next = try store.rides(.byStart(after: first[1].key(in: .byStart(after: nil))), rider: "alice", limit: 2)
+            XCTAssertEqual(next.map(\.id), ["alice-5", "open-alice"])
+            let ended = try store.rides(.ended(before: nil), rider: "alice", limit: 2)
+            XCTAssertEqual(ended.map(\.id), ["alice-0", "alice-3"], "newest end first (ride i ended at t0 + 100 - i)")
+            XCTAssertEqual(try store.rides(.ended(before: ended[1].key(in: .ended(before: nil))), rider: "alice", limit: 5).map(\.id), ["alice-5"])
+            XCTAssertEqual(try store.rides(.byStart(after: nil), rider: "carol", limit: 5), [])
+            XCTAssertEqual(try store.rides(.byStart(after: nil), rider: nil, limit: 10).count, 8, "no rider: every ride")
+            store.close()
+        }
+    }
+
     /// Ids tie-break in byte order on every store ("B" before "a"), whatever PostgreSQL's
     /// locale would say, so one cursor means the same page on every store and node.
     func testIdsTieBreakInByteOrder() throws {

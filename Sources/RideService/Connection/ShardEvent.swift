@@ -14,6 +14,6 @@ package enum ShardEvent: Sendable {
     /// For this thread's operators (OpsFeed.swift).
     case ops(OpsItem)
     /// An operator read's HTTP response for the connection waiting under the token (OpsRequests.swift).
-    case httpAnswer(UInt64, UInt32, [UInt8])
+    case httpAnswer(UInt64, HTTPAnswer)
     case shutdown
 }

@@ -8,5 +8,5 @@ extension Requester {
         return answer(ServerAPIIdempotency.unpacked(bytes))
     }
 
-    package func answer(_ a: HTTPAnswer) -> ShardEvent { .httpAnswer(http ?? 0, a.status, a.body) }
+    package func answer(_ a: HTTPAnswer) -> ShardEvent { .httpAnswer(http ?? 0, a) }
 }

@@ -7,10 +7,19 @@ import RideProtocol
 package struct HTTPAnswer: Equatable, Sendable {
     package let status: UInt32
     package let body: [UInt8]
+    /// A server API answer given again for a repeated Idempotency-Key (the stored bytes): the
+    /// adapter adds `Idempotent-Replayed: true`, so a client can tell a replay from a first answer.
+    package let replayed: Bool
 
-    package init(status: UInt32, body: [UInt8]) {
+    package init(status: UInt32, body: [UInt8], replayed: Bool = false) {
         self.status = status
         self.body = body
+        self.replayed = replayed
+    }
+
+    /// Headers beyond the common ones, as lws takes them (lower-case name with its colon).
+    package var extraHeaders: [(name: String, value: String)] {
+        replayed ? [("idempotent-replayed:", "true")] : []
     }
 
     /// `{"error":{"code":…,"message":…}}`, the one shape of every refusal.

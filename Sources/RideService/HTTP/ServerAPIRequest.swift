@@ -32,8 +32,12 @@ package enum ServerAPIRoute: Equatable, Sendable {
 /// answer is stored under. Built only by `ServerAPIRequest.admit`.
 package struct ServerAPICall: Sendable, Equatable {
     package let request: RideBook.Request
-    /// The exactly-once store's key: the token's subject and "http:" + SHA-256(subject, key).
+    /// The exactly-once store's key: the account's scope and "http:" + SHA-256(scope, key)
+    /// (ServerAPIIdempotency.scope: one scope for every ops token, a rider's sub for theirs).
     package let key: ReplyKey
+    /// An ops token's key as stored before keys were scoped per account, read when `key`
+    /// has no answer (ServerAPIIdempotency.legacyKey).
+    package let legacyKey: ReplyKey?
     /// SHA-256 of method, path and body, stored with the answer (422 when a key comes back with another).
     package let fingerprint: String
     /// nil with authentication off.
@@ -96,9 +100,9 @@ package enum ServerAPIRequest {
                 return refuse(.error(403, "forbidden", "this token may start rides for \"\(access.rider)\" only; an ops token starts them for any rider"))
             }
         }
-        let subject = access?.rider ?? ""
         return .success(ServerAPICall(request: request,
-                                      key: ServerAPIIdempotency.replyKey(subject: subject, key: key),
+                                      key: ServerAPIIdempotency.replyKey(subject: ServerAPIIdempotency.scope(access), key: key),
+                                      legacyKey: ServerAPIIdempotency.legacyKey(access, key: key),
                                       fingerprint: ServerAPIIdempotency.fingerprint(method: method, path: path, body: body),
                                       access: access))
     }
@@ -132,7 +136,7 @@ package enum ServerAPIRequest {
             guard ClientCodec.isValidRideID(ride) else { return refuse(badRideID) }
             var metres: Int64?
             if let d = fields["distance"] {
-                guard let m = d.int, m >= 0 else { return refuse(.error(400, "bad_request", "\"distance\" is a whole number of metres, 0 or more")) }
+                guard let m = d.wholeNumber, m >= 0 else { return refuse(.error(400, "bad_request", "\"distance\" is a whole number of metres, 0 or more")) }
                 metres = m
             }
             return .success(.command(command, ride: ride, metres: metres))
@@ -152,7 +156,7 @@ package enum ServerAPIRequest {
             }
             var limit: Int64?
             if let l = fields["limit"] {
-                guard let n = l.int, n > 0 else { return refuse(.error(400, "bad_request", "\"limit\" is a whole number of seconds, more than 0")) }
+                guard let n = l.wholeNumber, n > 0 else { return refuse(.error(400, "bad_request", "\"limit\" is a whole number of seconds, more than 0")) }
                 limit = n
             }
             return .success(.start(ride: ride, plan: plan, limit: limit, owner: rider))

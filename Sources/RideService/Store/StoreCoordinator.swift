@@ -228,6 +228,11 @@ package final class StoreCoordinator: GroupCommitClient {
             } else {
                 do throws(StoreError) {
                     earlier = try store.reply(for: key).map { RideBook.Earlier(request: $0.request, bytes: $0.bytes) }
+                    // An ops key answered before keys were scoped per account (ServerAPIIdempotency.legacyKey).
+                    if earlier == nil, let legacy = api?.legacyKey {
+                        earlier = recent[legacy]
+                        if earlier == nil { earlier = try store.reply(for: legacy).map { RideBook.Earlier(request: $0.request, bytes: $0.bytes) } }
+                    }
                 } catch {
                     // Answering as if never applied could apply it twice: say so instead.
                     return answer(ProtocolError(.unavailable, "could not read earlier replies: \(error.message)", id: id))
@@ -587,7 +592,7 @@ package final class StoreCoordinator: GroupCommitClient {
                 case .autoEndNotDue(let rid):
                     v.rides[rid]?.autoEndQueued = false
                 case .http(let shard, let token, let status, let body):
-                    events[shard].append(.httpAnswer(token, status, body))
+                    events[shard].append(.httpAnswer(token, HTTPAnswer(status: status, body: body)))
                 case .geo(let g):
                     publishGeo(g, &v, &events)
                 }
