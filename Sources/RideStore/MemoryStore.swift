@@ -42,6 +42,8 @@ public final class MemoryStore: RideStore {
     private var traces: [String: TraceCheckpoint] = [:]
     /// Receives the outbox events of every write kept (nil: webhooks off, events dropped).
     private let outbox: OutboxSink?
+    /// Push targets in the order registered (MemoryPushTargets.swift).
+    var pushTargetList: [StoredPushTarget] = []
 
     public init(outbox: OutboxSink? = nil) {
         self.outbox = outbox
@@ -235,7 +237,7 @@ public final class MemoryStore: RideStore {
         return s
     }
 
-    private func checkOpen() throws(StoreError) {
+    func checkOpen() throws(StoreError) {
         if closed { throw StoreError(.unavailable, "memory store is closed") }
     }
 
