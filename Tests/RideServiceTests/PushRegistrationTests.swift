@@ -122,4 +122,27 @@ final class PushRegistrationTests: XCTestCase {
         XCTAssertEqual(code(ask(&c, register("theirs"), ctx, s, svc)), nil)
         XCTAssertEqual(try s.pushTargets(ride: "theirs").map(\.rider), [""])
     }
+
+    /// Sent while the connection's start is still at the store worker, a registration waits
+    /// its turn (as a `get` does), so the ride it names is committed when its owner is read.
+    func testARegistrationBehindAStartWaitsItsTurn() throws {
+        let ctx = Context(now: t0, auth: true)
+        let svc = EmbeddedService(ManualClock(t0))
+        let s = try store()
+        var bob = Connection(pre: pre)
+        _ = bob.upgradeToken(ctx.token(TokenClaims(sub: "bob", scope: .control)), ctx)
+        guard case .submit(.request)? = bob.received(Array(#"{"type":"start","ride":"new"}"#.utf8), ctx, from: me).first else {
+            return XCTFail("the start goes to the worker")
+        }
+        let behind = bob.received(Array(register("new").utf8), ctx, from: me)
+        guard case .submit(.lookup(nil, _, let then))? = behind.first, behind.count == 1 else { return XCTFail("\(behind)") }
+        // The start commits; then the worker hands the registration back in turn.
+        _ = try s.commit([.create(NewRide(id: "new", planID: "default", owner: "bob", limit: nil, startedAt: t0), reply: nil)])
+        _ = bob.answered()
+        let resumed = bob.resumed(then, found: nil, failure: nil, ctx, from: me)
+        guard case .submit(.read(_, _, let work))? = resumed.first else { return XCTFail("\(resumed)") }
+        XCTAssertEqual(String(decoding: work(s, svc.registry).body[pre...], as: UTF8.self),
+                       #"{"type":"push_registered","id":"q","platform":"apns","kind":"liveactivity","ride":"new"}"#)
+        XCTAssertEqual(try s.pushTargets(ride: "new").count, 1)
+    }
 }
