@@ -52,6 +52,9 @@ enum PushRegistrations {
                     try targets.unregisterPush(ride: t.ride, rider: rider, token: t.token)
                 }
             } catch {
+                // Nothing acknowledged. A failed log sync (`.commitFailed`) is not this job's to
+                // act on: the SQLite store keeps failing every later sync, so the worker's next
+                // group stops the process as any failed sync does (SQLiteLogSync).
                 return refuse(.unavailable, "push targets cannot be stored now: \(error.message)")
             }
             return OpsAnswer(status: 200, body: ServerMessages.pushAck(PushAck(r), id: id, prefix: pre))
