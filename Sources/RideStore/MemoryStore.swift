@@ -174,6 +174,7 @@ public final class MemoryStore: RideStore {
             entries = keptEntries
             count.rides = gone.count
             for id in goneIDs where traces.removeValue(forKey: id) != nil { count.traces += 1 }
+            pushTargetList.removeAll { $0.ride.map { goneIDs.contains($0) } ?? false }
             count.outbox = outbox?.purgeDead(rides: goneIDs) ?? 0
         }
         // Replies are not linked to their ride (a start without an id, a server API request):

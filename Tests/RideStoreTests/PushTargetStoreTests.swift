@@ -44,6 +44,14 @@ extension RideStoreSemanticsTests {
             XCTAssertEqual(try targets.pushTargets(ride: "r-p").last, target("r-p", "t6", at: t0 + 11))
             XCTAssertEqual(try targets.pushToStartTokens(rider: "bob").map(\.token), ["s2", "s3", "s4", "s5"])
             XCTAssertEqual(try targets.pushToStartTokens(rider: "carol"), [])
+            // Kept when the ride ends (the end push is still to be sent); gone when retention
+            // purges the ride. The rider's push-to-start tokens are no ride's and stay.
+            _ = try store.commit([.create(NewRide(id: "r-p", planID: "p", owner: "bob", limit: nil, startedAt: t0), reply: nil)])
+            _ = try store.commit([.append(JournalEntry(ride: "r-p", seq: 2, transition: .end(at: t0 + 60_000, reason: .rider, metres: 0)), reply: nil)])
+            XCTAssertEqual(try targets.pushTargets(ride: "r-p").count, 3)
+            XCTAssertEqual(try store.purgeEnded(before: t0 + 120_000, limit: 10).rides, 1)
+            XCTAssertEqual(try targets.pushTargets(ride: "r-p"), [])
+            XCTAssertEqual(try targets.pushToStartTokens(rider: "bob").count, 4)
             store.close()
         }
     }
