@@ -59,6 +59,8 @@ public enum ClientMessage: Sendable, Equatable {
     /// CPU like a command, so it is limited the same way.
     public var isRateLimited: Bool {
         if case .quote = self { return true }
+        // A push registration is a store write: limited like a command.
+        if case .push = self { return true }
         return isControl
     }
 }

@@ -197,6 +197,7 @@ public enum OpsCodec {
             w.endArray()
         }
         w.field("watchers", r.watchers)
+        if let p = r.pushTargets { w.field("push_targets", p) }
     }
 
     static func counts(_ w: inout JSONWriter, _ c: RideCounts) {
@@ -325,7 +326,8 @@ public enum OpsCodec {
             }
             journal = entries
         }
-        return WatchedRide(ride: try ServerCodec.snapshot(f), journal: journal, watchers: try f.int("watchers"))
+        return WatchedRide(ride: try ServerCodec.snapshot(f), journal: journal, watchers: try f.int("watchers"),
+                           pushTargets: try f.optionalInt("push_targets"))
     }
 }
 

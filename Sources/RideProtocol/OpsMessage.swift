@@ -220,11 +220,15 @@ public struct WatchedRide: Sendable, Equatable {
     public var ride: RideSnapshot
     public var journal: [JournalEntry]?
     public var watchers: Int64
+    /// The ride's push targets (issue 38): in `GET /rides/{id}` for an operator (or with auth
+    /// off) only; nil elsewhere (the fleet events), where the field is left out.
+    public var pushTargets: Int64?
 
-    public init(ride: RideSnapshot, journal: [JournalEntry]? = nil, watchers: Int64) {
+    public init(ride: RideSnapshot, journal: [JournalEntry]? = nil, watchers: Int64, pushTargets: Int64? = nil) {
         self.ride = ride
         self.journal = journal
         self.watchers = watchers
+        self.pushTargets = pushTargets
     }
 }
 

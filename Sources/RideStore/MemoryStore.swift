@@ -42,6 +42,8 @@ public final class MemoryStore: RideStore {
     private var traces: [String: TraceCheckpoint] = [:]
     /// Receives the outbox events of every write kept (nil: webhooks off, events dropped).
     private let outbox: OutboxSink?
+    /// Push targets in the order registered (MemoryPushTargets.swift).
+    var pushTargetList: [StoredPushTarget] = []
 
     public init(outbox: OutboxSink? = nil) {
         self.outbox = outbox
@@ -172,6 +174,7 @@ public final class MemoryStore: RideStore {
             entries = keptEntries
             count.rides = gone.count
             for id in goneIDs where traces.removeValue(forKey: id) != nil { count.traces += 1 }
+            pushTargetList.removeAll { $0.ride.map { goneIDs.contains($0) } ?? false }
             count.outbox = outbox?.purgeDead(rides: goneIDs) ?? 0
         }
         // Replies are not linked to their ride (a start without an id, a server API request):
@@ -235,7 +238,7 @@ public final class MemoryStore: RideStore {
         return s
     }
 
-    private func checkOpen() throws(StoreError) {
+    func checkOpen() throws(StoreError) {
         if closed { throw StoreError(.unavailable, "memory store is closed") }
     }
 

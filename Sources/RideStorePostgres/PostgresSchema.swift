@@ -9,7 +9,7 @@ import RideStore
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 5
+    static let current: Int64 = 6
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -133,6 +133,23 @@ enum PostgresSchema {
             ALTER TABLE ridepush.journal DROP CONSTRAINT IF EXISTS journal_reason_check;
             ALTER TABLE ridepush.journal ADD CONSTRAINT journal_reason_check
                 CHECK (reason IN ('rider', 'operator', 'operator_forced', 'time_limit', 'pause_limit'));
+            """),
+        (6, """
+            -- Push targets (issue 38, docs/push.md): a ride's Live Activities and notification
+            -- tokens, and each rider's push-to-start tokens (ride NULL). n is registration
+            -- order: past 4 per ride or per rider the lowest n goes (under an advisory lock
+            -- on the slot, so two nodes registering at once cannot both keep a fifth).
+            CREATE TABLE ridepush.push_targets (
+                n        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                ride     text,
+                rider    text NOT NULL,           -- token sub; '' when auth is off
+                platform text NOT NULL CHECK (platform IN ('apns', 'fcm')),
+                kind     text NOT NULL CHECK (kind IN ('liveactivity', 'push_to_start', 'notification')),
+                token    text NOT NULL,
+                at       bigint NOT NULL          -- Unix ms registered
+            );
+            CREATE INDEX push_targets_ride ON ridepush.push_targets (ride, n) WHERE ride IS NOT NULL;
+            CREATE INDEX push_targets_rider ON ridepush.push_targets (rider, n) WHERE ride IS NULL;
             """),
     ]
 }

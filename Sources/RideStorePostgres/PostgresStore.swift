@@ -627,7 +627,7 @@ public final class PostgresStore: RideStore {
     /// locking rides in different orders) is retried, twice at most: nothing of it applied.
     /// `settle`: how to decide a COMMIT whose answer was lost (a group's writes are read
     /// back); without it such a COMMIT is reported `.unavailable`, its outcome unknown.
-    private func transaction<T>(settle: ((T, PostgresError, PostgresConnection.Identity) throws(StoreError) -> T)? = nil,
+    func transaction<T>(settle: ((T, PostgresError, PostgresConnection.Identity) throws(StoreError) -> T)? = nil,
                                 _ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
         var attempt = 0
         var lostAtCommit: (value: T, error: PostgresError, on: PostgresConnection.Identity)?

@@ -13,6 +13,11 @@ import RideStore
 final class SQLiteLogSync: Sendable {
     let path: String
     private let fd: Locked<Int32>
+    /// The first fdatasync failure, answered by every later sync (written under `fd`'s lock).
+    /// The kernel reports a writeback error once per descriptor, and two callers sync here (the
+    /// store worker's sync thread, and `SQLitePushTargets` on the worker's): whichever sees it
+    /// first must not let the other's next sync succeed over groups whose pages were dropped.
+    private let poisoned = Locked<String?>(nil)
 
     init(logPath: String) throws(StoreError) {
         path = logPath
@@ -25,6 +30,7 @@ final class SQLiteLogSync: Sendable {
 
     func sync() throws(StoreError) {
         let failure: String? = fd.withLock { fd in
+            if let earlier = poisoned.withLock({ $0 }) { return "earlier: " + earlier }
             guard fd >= 0 else { return "closed" }
             var mine = stat(), now = stat()
             if fstat(fd, &mine) == 0, stat(path, &now) == 0, mine.st_ino != now.st_ino || mine.st_dev != now.st_dev {
@@ -35,7 +41,10 @@ final class SQLiteLogSync: Sendable {
             }
             // No retry: after a failed fsync the kernel may already have dropped the pages it
             // could not write, so a second fsync that succeeds would prove nothing.
-            return fdatasync(fd) == 0 ? nil : String(cString: strerror(errno))
+            if fdatasync(fd) == 0 { return nil }
+            let why = String(cString: strerror(errno))
+            poisoned.withLock { $0 = why }
+            return why
         }
         if let failure {
             throw StoreError(.commitFailed, "ride store log \(path): fdatasync failed (\(failure)); whether the last groups of transitions are on disk is unknown")

@@ -8,7 +8,7 @@ import RideStore
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 9
+    static let current: Int64 = 10
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -194,6 +194,23 @@ enum Schema {
             -- open of a version-9 file that is not incremental yet, should it have been cut short).
             -- A purge deletes the given-up deliveries of the rides it deletes, found by ride.
             CREATE INDEX webhook_dead_ride ON webhook_dead (ride);
+            """),
+        (10, """
+            -- Push targets (issue 38, docs/push.md): a ride's Live Activities and notification
+            -- tokens, and each rider's push-to-start tokens (ride NULL). n is registration
+            -- order: past 4 per ride or per rider the lowest n goes. Keyed by the ride's text
+            -- id, not rides.n: the sender reads them by ride and a target outlives nothing.
+            CREATE TABLE push_targets (
+                n        INTEGER PRIMARY KEY,
+                ride     TEXT,
+                rider    TEXT NOT NULL,          -- token sub; '' when auth is off
+                platform TEXT NOT NULL CHECK (platform IN ('apns', 'fcm')),
+                kind     TEXT NOT NULL CHECK (kind IN ('liveactivity', 'push_to_start', 'notification')),
+                token    TEXT NOT NULL,
+                at       INTEGER NOT NULL        -- Unix ms registered
+            );
+            CREATE INDEX push_targets_ride ON push_targets (ride, n) WHERE ride IS NOT NULL;
+            CREATE INDEX push_targets_rider ON push_targets (rider, n) WHERE ride IS NULL;
             """),
     ]
 }

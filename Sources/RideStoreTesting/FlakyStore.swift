@@ -63,3 +63,15 @@ public final class FlakyStore: RideStore, @unchecked Sendable {  // `script` is 
     public func rides(_ page: RidePage, rider: String?, limit: Int) throws(StoreError) -> [StoredRide] { try inner.rides(page, rider: rider, limit: limit) }
     public func close() { inner.close() }
 }
+
+// Push targets go straight to the memory store: the scripted faults are the commit's, and a
+// test of push registrations through EmbeddedService needs a store that keeps them.
+extension FlakyStore: PushTargetStore {
+    public func registerPush(_ target: StoredPushTarget) throws(StoreError) { try inner.registerPush(target) }
+    @discardableResult
+    public func unregisterPush(ride: String?, rider: String, token: String) throws(StoreError) -> Bool {
+        try inner.unregisterPush(ride: ride, rider: rider, token: token)
+    }
+    public func pushTargets(ride: String) throws(StoreError) -> [StoredPushTarget] { try inner.pushTargets(ride: ride) }
+    public func pushToStartTokens(rider: String) throws(StoreError) -> [StoredPushTarget] { try inner.pushToStartTokens(rider: rider) }
+}

@@ -270,8 +270,12 @@ package struct Connection {
             // like any job, so a flood of positions pauses this socket's reading.
             submit(.position(p, id: env.id, access: access, from: from), &out)
         case .push(let r):
-            // Not wired yet (issue 38): answered as before the protocol knew the message.
-            answer(ServerMessages.error(ProtocolError(.unknownType, "unknown message type \"\(r.action.rawValue)\"", id: env.id), prefix: pre), from: from, inTurn: inTurn, &out)
+            // Issue 38 (PushRegistrations.swift): the token's scope here, the ride's owner and
+            // the write at the store worker, answered in turn like a read.
+            if let e = PushRegistrations.refusal(r, access: access, id: env.id) {
+                return answer(ServerMessages.error(e, prefix: pre), from: from, inTurn: inTurn, &out)
+            }
+            submit(.read(from: from, http: nil, work: PushRegistrations.work(r, access: access, id: env.id, pre: pre)), &out)
         }
     }
 

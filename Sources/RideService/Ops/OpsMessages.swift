@@ -75,9 +75,10 @@ package enum OpsMessages {
     }
 
     /// `GET /rides/{id}` for an operator (or with `?journal=1`): the document with its journal and watchers.
-    static func documentWithJournal(ride: Ride, plan: FarePlan, at: UnixMillis, journal: [RideTransition], watchers: Int) -> [UInt8] {
+    static func documentWithJournal(ride: Ride, plan: FarePlan, at: UnixMillis, journal: [RideTransition], watchers: Int,
+                                    pushTargets: Int? = nil) -> [UInt8] {
         OpsCodec.document(WatchedRide(ride: RideSnapshot(ride, plan, at: at), journal: journal.map(JournalEntry.init),
-                                      watchers: Int64(watchers)))
+                                      watchers: Int64(watchers), pushTargets: pushTargets.map(Int64.init)))
     }
 
     /// `{"error":{"code":…,"message":…}}`, as every HTTP error of the server (Shard.errorJSON),

@@ -74,8 +74,13 @@ package enum OpsReads {
             }
             let live = registry.find(id)
             let plan = live?.plan ?? registry.plans[stored.planID] ?? .standard
+            // How many devices the ride's pushes go to, for operators only: the tokens are the
+            // riders' (the count is what an operator needs to see that registration worked).
+            var pushTargets: Int?
+            if claims?.ops ?? true, let targets = store as? PushTargetStore { pushTargets = (try? targets.pushTargets(ride: id))?.count }
             return OpsAnswer(status: 200, body: OpsMessages.documentWithJournal(ride: stored.ride, plan: plan, at: registry.clock.now(), journal: stored.journal,
-                                                                                watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0))
+                                                                                watchers: live?.subscriberCount.load(ordering: .relaxed) ?? 0,
+                                                                                pushTargets: pushTargets))
         }
     }
 }
