@@ -368,20 +368,3 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         GBFSPlans.document(config.plans, lastUpdated: plansLoadedAt)
     }
 }
-
-extension OutboxUpdate {
-    /// Attempts made so far, for the delivery log.
-    var attemptCount: Int {
-        switch self {
-        case .delivered(_, let n), .retry(_, let n, _, _), .dead(_, let n, _): n
-        }
-    }
-
-    func outcome(at now: UnixMillis) -> String {
-        switch self {
-        case .delivered: "delivered"
-        case .retry(_, _, let at, _): "retrying in \(max(0, at - now)) ms"
-        case .dead: "given up (dead)"
-        }
-    }
-}

@@ -94,3 +94,21 @@ public enum OutboxUpdate: Sendable, Equatable {
         }
     }
 }
+
+extension OutboxUpdate {
+    /// Attempts made so far, for the delivery log.
+    public var attemptCount: Int {
+        switch self {
+        case .delivered(_, let n), .retry(_, let n, _, _), .dead(_, let n, _): n
+        }
+    }
+
+    /// What happens next, in words, for the delivery log.
+    public func outcome(at now: UnixMillis) -> String {
+        switch self {
+        case .delivered: "delivered"
+        case .retry(_, _, let at, _): "retrying in \(max(0, at - now)) ms"
+        case .dead: "given up (dead)"
+        }
+    }
+}
