@@ -3,29 +3,17 @@ Activity on their own ride and is acknowledged, is refused on another rider's, a
 replaces the oldest, and the targets survive a restart on the same SQLite file. What is stored
 is read through the smallest observable: `push_targets` in an operator's GET /rides/{id}.
 Sending is not built yet (docs/push.md). Every wait is bounded."""
-import base64
-import hashlib
-import hmac
 import json
 import time
 
 from rp import Client, Server
+from test_security import ENV, control
 
-SECRET = "push-register-secret-0123456789-abcdefgh"
-AUTH = dict(auth="jwt", env={"RIDEPUSH_JWT_SECRET": SECRET})
-
-
-def b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+AUTH = dict(auth="jwt", env=ENV)
 
 
 def token(sub, ops=False):
-    t = int(time.time())
-    claims = {"sub": sub, "scope": "control", "exp": t + 3600, "iat": t}
-    if ops:
-        claims["ops"] = True
-    signing_input = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
-    return signing_input + "." + b64(hmac.new(SECRET.encode(), signing_input.encode(), hashlib.sha256).digest())
+    return control(sub, ops=True) if ops else control(sub)
 
 
 def apns(n):
