@@ -67,7 +67,7 @@ test: unit integration fuzz-short
 # itself, so coverage for the modules under test is asked for explicitly.
 FUZZ_SECONDS ?= 60
 FUZZ_TIMEOUT ?= 2
-FUZZ_TARGETS := json codec plans token quote zones gpx ops jwks webhooksig
+FUZZ_TARGETS := json codec plans token quote zones gpx ops jwks webhooksig http
 FUZZ_BUILD := .build/fuzz
 
 fuzz-build: deps

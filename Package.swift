@@ -100,7 +100,7 @@ let package = Package(
         // Sends webhooks from a memory outbox for tests/test_webhooks_sender.py (a Python receiver checks them).
         .executableTarget(name: "ridepush-webhook-probe", dependencies: ["RideWebhooks", "RideHTTPClient", "RideCore"]),
         // libFuzzer targets (make fuzz); built normally, a replayer of their corpora (Fuzz/corpus).
-        .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideWebhooks"]),
+        .executableTarget(name: "RideFuzz", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideWebhooks", "RideService"]),
         .testTarget(name: "RideCoreTests", dependencies: ["RideCore", "RideProtocol"]),
         .testTarget(name: "RideProtocolTests", dependencies: ["RideProtocol", "RideCore"]),
         .testTarget(name: "RidePushClientTests", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),

@@ -7,7 +7,7 @@ import RideWebhooks
 /// input (a crash, a trap or a broken property is a bug; so is a slow input, which
 /// libFuzzer's -timeout reports).
 enum FuzzTarget: String, CaseIterable {
-    case json, codec, plans, token, quote, zones, gpx, ops, jwks, webhooksig
+    case json, codec, plans, token, quote, zones, gpx, ops, jwks, webhooksig, http
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -21,6 +21,7 @@ enum FuzzTarget: String, CaseIterable {
         case .ops: Self.ops(bytes)
         case .jwks: Self.jwks(bytes)
         case .webhooksig: Self.webhookSignature(bytes)
+        case .http: HTTPFuzz.run(bytes)
         }
     }
 

@@ -14,18 +14,16 @@ extension Shard {
         var pending = ServerAPIBody(path: path, idempotencyKey: customHeaderBytes(wsi, "idempotency-key:"), token: requestToken(wsi))
         // lws reads a body only when a length is declared; without one the body is empty,
         // and a chunked one is refused rather than taken for empty.
-        let declared = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH)
-        let length = declared.flatMap { Int($0) } ?? 0
-        // Strictly digits (lws reads `2x` as 2, `Int` as nothing: neither may guess), and no
-        // larger than admission takes: refused before a byte of the body is read.
-        if let declared, declared.isEmpty || !declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) || declared.utf8.count > 18 {
-            answerAndClose(wsi, 400, errorJSON("bad_request", "Content-Length must be a whole number of bytes"))
+        // Strictly digits and no larger than admission takes (ServerAPIRequest.declaredLength):
+        // refused before a byte of the body is read.
+        let declared: Int?
+        switch ServerAPIRequest.declaredLength(header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH)) {
+        case .success(let n): declared = n
+        case .failure(let refusal):
+            answerAndClose(wsi, refusal.answer.status, refusal.answer.body)
             return -1
         }
-        if length > ServerAPIRequest.maxBody {
-            answerAndClose(wsi, 413, errorJSON("too_large", "a request body is at most \(ServerAPIRequest.maxBody) bytes"))
-            return -1
-        }
+        let length = declared ?? 0
         if length == 0, header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) != nil {
             // lws 4.1.6 reads no chunked request body: say so (answered like any other, not
             // closed at once, which could reset the connection before the answer is read).

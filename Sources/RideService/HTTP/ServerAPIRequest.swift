@@ -107,6 +107,19 @@ package enum ServerAPIRequest {
                                       access: access))
     }
 
+    /// A POST's `Content-Length` as it arrived (nil: no header, no body), judged before a byte
+    /// of the body is read: strictly digits (lws reads `2x` as 2, `Int` as nothing: neither may
+    /// guess, issue 36 finding 7), 400 otherwise; over `maxBody`, 413.
+    package static func declaredLength(_ declared: String?) -> Result<Int?, HTTPRefusalAnswer> {
+        guard let declared else { return .success(nil) }
+        guard (1...18).contains(declared.utf8.count), declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let n = Int(declared) else {
+            return refuse(.error(400, "bad_request", "Content-Length must be a whole number of bytes"))
+        }
+        guard n <= maxBody else { return refuse(.error(413, "too_large", "a request body is at most \(maxBody) bytes")) }
+        return .success(n)
+    }
+
     /// The body as a request: `{"rider","ride"?,"plan"?,"limit"?}` to create, `{"distance"?}`
     /// to end, nothing (or `{}`) to pause or resume. Unknown fields are refused, not ignored:
     /// a misspelt `"limt"` must not start a ride without its limit.
