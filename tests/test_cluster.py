@@ -357,7 +357,7 @@ SITE = os.path.join(ROOT, "deploy", "nginx", "ridepush-cluster.conf")
 
 def render_cluster_site(node_ports, port, redirect_port, log_dir):
     """deploy/nginx/ridepush-cluster.conf with only machine-specific values swapped (each
-    exactly as often as expected): the three node ports, plain HTTP on loopback for the
+    exactly as often as expected): the node ports (one to three; unused lines dropped), plain HTTP on loopback for the
     site (no certificate needed to test routing), the per-address cap (every watcher here
     comes from 127.0.0.1)."""
     text = open(SITE).read()
@@ -375,6 +375,11 @@ def render_cluster_site(node_ports, port, redirect_port, log_dir):
     for old, new, count in swaps:
         assert text.count(old) == count, "%r occurs %d times in %s" % (old, text.count(old), SITE)
         text = text.replace(old, new)
+    # Fewer nodes than the site's three: the unused `server` lines go.
+    for p in (8081, 8082, 8083)[len(node_ports):]:
+        line = "    server 127.0.0.1:%d max_fails=3 fail_timeout=10s;\n" % p
+        assert text.count(line) == 1, "%r occurs %d times in %s" % (line, text.count(line), SITE)
+        text = text.replace(line, "")
     return text
 
 
