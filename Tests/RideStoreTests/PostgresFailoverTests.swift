@@ -61,6 +61,14 @@ final class PostgresFailoverTests: XCTestCase {
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         _ = try pg.admin("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
         _ = try pg.admin("SELECT pg_reload_conf()")
+        // pg_reload_conf only signals the postmaster: once a new session (forked from it) sees
+        // the setting, the postmaster has reloaded and signalled every backend, the store's
+        // included, which rereads it before its next command. Without this wait the commit
+        // below could run on the old setting (acknowledged at once: seen under load).
+        let reloaded = ContinuousClock.now + .seconds(10)
+        while try pg.admin("SHOW synchronous_standby_names").text(0, 0) != "nobody", ContinuousClock.now < reloaded {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
         let cleared = DispatchSemaphore(value: 0)
         defer {
             _ = try? pg.admin("ALTER SYSTEM RESET synchronous_standby_names")
