@@ -13,6 +13,7 @@ import pytest
 from pg import Postgres, bin_dir
 from rp import Client, Server
 from test_cluster import wait_until
+from test_webhooks import SECRET as WEBHOOK_SECRET, Receiver
 
 FAST = ("--control-rate", "100000", "--max-subscriptions", "256")
 STATE_AFTER = {"start": "riding", "pause": "paused", "resume": "riding", "end": "ended"}
@@ -177,11 +178,17 @@ def primary_and_standby():
         primary.close()
 
 
-def test_primary_killed_and_standby_promoted_loses_nothing_acknowledged(primary_and_standby):
+def test_primary_killed_and_standby_promoted_loses_nothing_acknowledged(primary_and_standby, tmp_path):
     primary, standby, db = primary_and_standby
     uri = "postgresql://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?target_session_attrs=read-write" % (primary.port, standby.port, db)
-    a = Server(*FAST, store=uri).start()
-    b = Server(*FAST, store=uri).start()
+    # Every acknowledged transition's webhook is delivered too: the outbox rows committed with
+    # it are sent from the new primary (a lease on the dead one expires as it always does).
+    rx = Receiver()
+    secret = tmp_path / "webhook.secret"
+    secret.write_text(WEBHOOK_SECRET + "\n")
+    hooks = ("--webhook", rx.url, "--webhook-secret-file", str(secret))
+    a = Server(*FAST, *hooks, store=uri).start()
+    b = Server(*FAST, *hooks, store=uri).start()
     nodes = (a, b)
     stop_load, stop_watch = threading.Event(), threading.Event()
     log = []
@@ -253,6 +260,28 @@ def test_primary_killed_and_standby_promoted_loses_nothing_acknowledged(primary_
             assert status == 200 and len(settled) == 3, settled
             print("failover: node %s %s" % (name, ", ".join(l.split("{")[1] for l in settled)))
 
+        # Webhooks: an event delivered for every acknowledged transition (bounded wait; the
+        # sender retries from 1 s, doubling, so a delivery cut by the kill is resent soon).
+        types = {"start": "ride.started", "pause": "ride.paused", "resume": "ride.resumed", "end": "ride.ended"}
+        wanted = {(r, types[k]) for r, k, _ in acked}
+        def undelivered():
+            got = {(e["ride"], e["type"]) for e in rx.delivered()}
+            return wanted - got
+        deadline = time.monotonic() + 60
+        while undelivered() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        print("failover: webhooks delivered for %d of %d acknowledged transitions, all verified: %s"
+              % (len(wanted) - len(undelivered()), len(wanted), all(e["verified"] for e in rx.log)))
+        missing = sorted(undelivered())
+        if missing:
+            rides = ",".join("'%s'" % r for r in sorted({r for r, _ in missing})[:5])
+            print("failover: outbox rows of rides with undelivered events:",
+                  standby.psql("SELECT seq, ride, type, attempts, next_attempt_at - (extract(epoch from now()) * 1000)::bigint, "
+                               "last_result, lease_owner, lease_until - (extract(epoch from now()) * 1000)::bigint "
+                               "FROM ridepush.webhook_outbox WHERE ride IN (%s) ORDER BY seq" % rides, db))
+        assert not missing, ("acknowledged without a delivered webhook", missing[:10])
+        assert all(e["verified"] for e in rx.log)
+
         assert before > 0 and len(acked) - before > 0, "load on both sides of the failover"
         assert lost == [], ("acknowledged but not in the promoted database", lost[:10])
         assert doubled == [], ("applied twice", doubled[:10])
@@ -269,3 +298,4 @@ def test_primary_killed_and_standby_promoted_loses_nothing_acknowledged(primary_
             n.stop()
         for t in threads:
             t.join(5)
+        rx.close()

@@ -147,7 +147,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     }
 
     public func record(_ update: OutboxUpdate) {
-        locked(()) { (c: PostgresConnection) throws(PostgresError) in
+        let recorded = locked(false) { (c: PostgresConnection) throws(PostgresError) -> Bool in
             let seq = update.seq
             switch update {
             case .delivered:
@@ -173,6 +173,17 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
                     """, [.int(seq), .text(owner), .int(Int64(attempts)), .text(lastResult), .int(clock.now())])
                 held.remove(seq)
             }
+            return true
+        }
+        // Not recorded (PostgreSQL unreachable, a failover): the row keeps this node's lease,
+        // which `pending` would renew forever with nothing to send it again, so the row is let
+        // go here: the sender forgets it and claims it afresh (its own lease is no bar), and
+        // it is sent again (at least once; receivers de-duplicate by event id). Seen in
+        // test_failover: deliveries whose result was lost with the primary never went out.
+        if !recorded {
+            lock.lock()
+            if held.remove(update.seq) != nil { lost.insert(update.seq) }
+            lock.unlock()
         }
     }
 
