@@ -90,7 +90,15 @@ def test_three_nodes_one_ride_every_watcher_sees_every_transition(pg_db):
         per_node = [ticks(w, "r-trio") for w in watchers]
         common = sorted(set(per_node[0]) & set(per_node[1]) & set(per_node[2]))
         assert len(common) >= 4, [sorted(t) for t in per_node]
-        for at in common:
+        # A node encodes second S from the transitions it has heard of by S: one recorded just
+        # before S on another node reaches it through PostgreSQL's NOTIFY (milliseconds, more on
+        # a loaded machine), so the first second after a transition may still show the state
+        # before it on a node that had not heard yet (seen once, with the machine at a load of
+        # 8). Every other second must be the same everywhere.
+        instants = [int(t) for _, _, t in journal(pg, db, "r-trio")]
+        settled = [at for at in common if not any(t <= at < t + 1000 for t in instants)]
+        assert len(settled) >= 2, (common, instants)
+        for at in settled:
             views = [{k: t[at][k] for k in ("seq", "state", "elapsed", "paused", "fare")} for t in per_node]
             assert views[0] == views[1] == views[2], (at, views)
         assert {per_node[0][at]["state"] for at in common} == {"riding", "paused"}
