@@ -326,7 +326,7 @@ def test_log_format_json_is_one_object_per_line_with_the_fields_that_matter():
     assert closed == {"time": closed["time"], "level": "info", "message": "closing connection from 127.0.0.1 with 4401: unauthorized",
                       "peer": "127.0.0.1", "rider": "", "close_code": 4401}
     signal = [e for e in logs if e["message"].startswith("signal ")][0]
-    assert (signal["message"], signal["signal"]) == ("signal 15: closing connections", 15)
+    assert (signal["message"], signal["signal"]) == ("signal 15: draining (closing connections)", 15)
 
 
 def test_log_format_text_is_unchanged_and_a_bad_format_is_refused():
