@@ -10,7 +10,7 @@ OUT ?= test-output
 
 # Debian packages the build and the tests need (a new machine lacks some of them).
 APT_BUILD := libwebsockets-dev libssl-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev pkg-config
-APT_TEST := chromium chromium-driver curl fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils prometheus postgresql gcc nghttp2-server
+APT_TEST := chromium chromium-driver curl fonts-noto-cjk nginx openssl python3-venv sqlite3 systemd binutils prometheus postgresql postgresql-15-auto-failover pg-auto-failover-cli gcc nghttp2-server
 
 .PHONY: run build release test unit integration deps deps-test venv clean bench bench-cluster stamp tsan fuzz fuzz-build fuzz-short asan
 
