@@ -114,6 +114,18 @@ class Formation:
             raise RuntimeError("pg_autoctl %s failed (%d):\n%s" % (" ".join(args), r.returncode, r.stdout[-4000:]))
         return r.stdout
 
+    def set(self, *args, timeout=30):
+        """`pg_autoctl set ...`, again while the monitor refuses it because the primary is
+        still applying the previous change (bounded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.autoctl("set", *args)
+            except RuntimeError as e:
+                if "current goal state" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     def _append_settings(self, name, settings):
         # postgresql.conf includes pg_autoctl's own file on its first line: what follows wins.
         with open(os.path.join(self.pgdata(name), "postgresql.conf"), "a") as f:

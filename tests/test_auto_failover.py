@@ -38,11 +38,12 @@ def formation():
         # number-sync-standbys 0 the primary waits for ANY 1 of the quorum's standbys at each
         # COMMIT (and goes to wait_primary, writing alone, only when none is left). Both are
         # pg_auto_failover's defaults for two nodes; set here so the recipe does not depend
-        # on them. Each `set` makes the primary apply its settings: the next waits for that.
+        # on them. Each `set` makes the primary apply its settings: the next waits for that
+        # (and is tried again while the monitor says the primary is still at it).
         # (pg_autoctl 2.0 logs an ERROR about get_nodes() at each `set`; the setting is made.)
-        f.autoctl("set", "node", "replication-quorum", "true", "--pgdata", f.pgdata("node2"))
+        f.set("node", "replication-quorum", "true", "--pgdata", f.pgdata("node2"))
         f.wait(settled, 30, "the primary to apply the replication quorum")
-        f.autoctl("set", "formation", "number-sync-standbys", "0", "--pgdata", f.pgdata("node1"))
+        f.set("formation", "number-sync-standbys", "0", "--pgdata", f.pgdata("node1"))
         f.wait(settled, 30, "the primary to apply number-sync-standbys")
         shown = f.autoctl("show", "settings", "--pgdata", f.pgdata("node1"))
         assert re.search(r"node \| +node2 \| +replication quorum \| true", shown), shown
