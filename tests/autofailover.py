@@ -20,6 +20,7 @@ import time
 from pg import bin_dir, free_port
 
 PG_AUTOCTL = "/usr/bin/pg_autoctl"
+SOCKET_DIR = "/run/postgresql"
 
 # The monitor's health checks, tuned for a test on loopback (defaults in brackets): a check
 # every second [5 s] that gives up after one retry 0.5 s later [2 retries, 2 s apart], a node
@@ -89,6 +90,13 @@ class Formation:
             pw = pwd.getpwnam("postgres")
             self.uid, self.gid = pw.pw_uid, pw.pw_gid
             os.chown(self.dir, self.uid, self.gid)
+            # The servers pg_autoctl starts put their sockets in Debian's default directory,
+            # which systemd-tmpfiles makes at boot (postgresql-common); a container that did
+            # not boot may lack it. Made as that rule says.
+            if not os.path.isdir(SOCKET_DIR):
+                os.makedirs(SOCKET_DIR, exist_ok=True)
+                os.chown(SOCKET_DIR, self.uid, self.gid)
+                os.chmod(SOCKET_DIR, 0o2775)
         self.env = dict(os.environ, HOME=self.dir, XDG_CONFIG_HOME=os.path.join(self.dir, "config"),
                         XDG_DATA_HOME=os.path.join(self.dir, "share"), XDG_RUNTIME_DIR=os.path.join(self.dir, "run"),
                         PG_CONFIG=os.path.join(self.bin, "pg_config"))
