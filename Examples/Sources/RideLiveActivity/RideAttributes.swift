@@ -1,5 +1,8 @@
 import Foundation
 import RidePushClient
+#if canImport(ActivityKit)
+import ActivityKit
+#endif
 
 /// A ride's Live Activity: what does not change while it lasts. The name is the server's
 /// `attributes-type` in a push-to-start ("RideAttributes") and the fields are its `attributes`
@@ -17,8 +20,6 @@ public struct RideAttributes: Codable, Hashable, Sendable {
 }
 
 #if canImport(ActivityKit)
-import ActivityKit
-
 extension RideAttributes: ActivityAttributes {
     public typealias ContentState = RideActivityContent
 }
