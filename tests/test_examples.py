@@ -4,7 +4,8 @@ this repository, by path) and its ride-demo is run against a real server with to
 Swift shown in the docs is that package's code to the byte: README's feed example is
 Follow.swift, docs/sdk.md's view model is RentalModel.swift. And the SDK evolves without
 breaking apps (issue 37, item 6): an app written against an earlier RideEvent case list still
-compiles against today's SDK."""
+compiles against today's SDK. The Live Activity's shared types (RideLiveActivity) are built and
+run here; its ActivityKit and WidgetKit code, under `#if canImport`, only where those exist."""
 import os
 import re
 import shutil
@@ -107,13 +108,24 @@ def test_an_app_switching_over_todays_events_without_unknown_default_still_build
 
 
 def test_the_example_imports_only_the_sdk_and_depends_only_on_this_repository():
+    """Besides the SDK and the package's own modules, only Apple's frameworks, and those only
+    inside `#if canImport(…)`: what is built here builds on Linux."""
     src = os.path.join(EXAMPLES, "Sources")
-    imports = set()
+    own = set(os.listdir(src))
+    imports, guarded = set(), set()
     for d, _, files in os.walk(src):
         for f in files:
             if f.endswith(".swift"):
-                imports |= set(re.findall(r"^import (\w+)", open(os.path.join(d, f)).read(), flags=re.M))
-    assert imports == {"Foundation", "Observation", "RidePushClient"}, imports
+                text = open(os.path.join(d, f)).read()
+                # Drop every `#if canImport(…) … #endif` block (none nests another here) first.
+                blocks = re.findall(r"^#if canImport\(.*?^#endif$", text, flags=re.S | re.M)
+                for b in blocks:
+                    guarded |= set(re.findall(r"^import (\w+)", b, flags=re.M))
+                    text = text.replace(b, "")
+                imports |= set(re.findall(r"^import (\w+)", text, flags=re.M))
+    assert imports - own == {"Foundation", "Observation", "RidePushClient"}, imports
+    assert "RideLiveActivity" in imports and "RideLiveActivity" in own
+    assert guarded == {"ActivityKit", "Foundation", "RidePushClient", "SwiftUI", "WidgetKit"}, guarded
     package = open(os.path.join(EXAMPLES, "Package.swift")).read()
     assert re.findall(r"\.package\((.*?)\)", package) == ['name: "RidePush", path: ".."'], package
     assert not os.path.exists(os.path.join(EXAMPLES, "Package.resolved"))
@@ -134,6 +146,9 @@ def test_ride_demo_starts_watches_pauses_resumes_and_ends_a_ride_then_does_it_th
         m = re.fullmatch(r"start (r-\w+) riding elapsed=0 paused=0 fare=500 KRW", start)
         assert m, start
         ride = m.group(1)
+        # The activity the app would start, and its push token registered through the SDK.
+        assert "activity-start %s Riding timer_start=" % ride in r.stdout and " limit=" in r.stdout, out
+        assert "push push_registered apns liveactivity %s" % ride in out, out
         assert re.search(r"^pause %s paused elapsed=[1-3] " % ride, "\n".join(out), re.M), out
         assert re.search(r"^resume %s riding elapsed=[1-3] paused=[1-2] " % ride, "\n".join(out), re.M), out
         assert re.search(r"^end %s ended elapsed=[1-3] paused=[1-2] fare=500 KRW$" % ride, "\n".join(out), re.M), out
@@ -151,6 +166,26 @@ def test_ride_demo_starts_watches_pauses_resumes_and_ends_a_ride_then_does_it_th
         for rid in (ride, model_ride):
             status, doc, _ = srv.get("/rides/%s?token=%s" % (rid, control("demo-rider")))
             assert status == 200 and doc["state"] == "ended" and doc["owner"] == "demo-rider", doc
+
+
+def test_the_lock_screen_of_each_content_state_golden(demo):
+    """The Live Activity's shared part, run here: each golden decoded with the SDK's
+    RideActivityContent and shown as RideActivityWidget draws it (LockScreenRide)."""
+    folder = os.path.join(ROOT, "protocol", "examples", "push", "content-state")
+    files = [os.path.join(folder, f) for f in sorted(os.listdir(folder))]
+    assert [os.path.basename(f) for f in files] == ["ended.json", "paused.zone.json", "riding.json"]
+    r = subprocess.run([demo, "activity", *files], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0 and r.stderr == "", r
+    assert r.stdout.splitlines() == [
+        # Ended: the receipt's total, the time standing, nothing ahead.
+        "activity r-43 Ended timer_start=- time=3:12 fare=1040 KRW next=- limit=- zone=-",
+        # Paused: no running timer, no fare step; the limit, and a zone where the ride may not end.
+        "activity r-42 Paused timer_start=- time=3:12 fare=1040 KRW next=- limit=1764431907250 "
+        "zone=Trocadéro + Jardins · no parking here",
+        # Riding: the timer runs from at - elapsed (…192.750 - 192 s), the next step at 4:00.
+        "activity r-42 Riding timer_start=1764430000750 time=3:12 fare=1040 KRW next=1220@1764430240000 "
+        "limit=1764431800000 zone=-",
+    ]
 
 
 def test_ride_demo_without_a_server_url_says_how_to_run_it(demo):

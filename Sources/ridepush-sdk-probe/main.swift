@@ -7,6 +7,9 @@ import RidePushClient
 //   ridepush-sdk-probe watch URL RIDE [SECONDS]      every event of one feed
 //   ridepush-sdk-probe many URL PREFIX N TICKS       N clients, one per ride PREFIX-0 … PREFIX-(N-1),
 //                                                    until each saw TICKS ticks; then RSS and threads
+//   ridepush-sdk-probe push URL register|unregister PLATFORM KIND RIDE|- TOKEN
+//                                                    one registerPush / unregisterPush call ("-": no
+//                                                    ride); its acknowledgement or the error it threw
 // A token, if any, comes from RIDEPUSH_TOKEN. The feeds run in detached tasks: the main
 // thread (the main actor) only waits. RIDEPUSH_PROBE_LOG=1 gives the clients a log handler
 // that writes `log LEVEL LINE` to stderr; without it the SDK must print nothing at all.
@@ -57,7 +60,7 @@ func procStatus() -> (rssKB: Int, threads: Int, fds: Int) {
 
 let done = DispatchSemaphore(value: 0)
 guard args.count >= 4, let url = URL(string: args[2]) else {
-    FileHandle.standardError.write(Data("usage: ridepush-sdk-probe watch URL RIDE [SECONDS] | many URL PREFIX N TICKS\n".utf8))
+    FileHandle.standardError.write(Data("usage: ridepush-sdk-probe watch URL RIDE [SECONDS] | many URL PREFIX N TICKS | push URL register|unregister PLATFORM KIND RIDE|- TOKEN\n".utf8))
     exit(2)
 }
 
@@ -130,6 +133,29 @@ case "many":
           ("rss_kb", "\(after.rssKB)"), ("threads", "\(after.threads)"), ("fds", "\(after.fds)"),
           ("rss_kb_per_client", String(format: "%.1f", Double(after.rssKB - before.rssKB) / Double(n)))])
     for c in clients { c.close() }
+
+case "push":
+    guard args.count == 8, args[3] == "register" || args[3] == "unregister",
+          let platform = PushPlatform(rawValue: args[4]), let kind = PushKind(rawValue: args[5]) else { exit(2) }
+    var pushConfig = config
+    pushConfig.requestTimeout = .seconds(10)
+    let client = RidePushClient(url: url, configuration: pushConfig) { token }
+    let ride = args[6] == "-" ? nil : args[6]
+    Task.detached {
+        do {
+            let ack = args[3] == "register"
+                ? try await client.registerPush(platform: platform, kind: kind, ride: ride, token: args[7])
+                : try await client.unregisterPush(platform: platform, kind: kind, ride: ride, token: args[7])
+            emit([("kind", ack.type), ("platform", ack.platform.rawValue), ("push_kind", ack.kind.rawValue), ("ride", ack.ride ?? "")])
+        } catch RidePushError.server(let e) {
+            emit([("kind", "error"), ("code", e.code.rawValue), ("message", e.message)])
+        } catch {
+            emit([("kind", "error"), ("code", ""), ("message", "\(error)")])
+        }
+        done.signal()
+    }
+    done.wait()
+    client.close()
 
 default:
     exit(2)

@@ -36,8 +36,25 @@ final class FakeServer: RidePushTransportFactory, @unchecked Sendable {
         case "auth": t.deliver(.message(Array(#"{"type":"authenticated","id":"\#(id)","sub":"u1","scope":"control"}"#.utf8)))
         case "subscribe": t.deliver(.message(Array(stateJSON(msg["ride"]!.string!, elapsed: 5, at: 1_764_430_005_000, id: id).utf8)))
         case "start": t.deliver(.message(Array(stateJSON(msg["ride"]!.string!, elapsed: 0, at: 1_764_430_000_000, id: id).utf8)))
+        case "register_push", "unregister_push": t.deliver(.message(Array(Self.pushAnswer(msg, type: type, id: id).utf8)))
         default: break
         }
+    }
+}
+
+extension FakeServer {
+    /// As the server answers a push request: `forbidden` on the ride "theirs", `bad_request` for
+    /// a token that is not hex on APNs, the acknowledgement otherwise (of the other action on the
+    /// ride "mixed-up", as a server that mixed up ids would).
+    static func pushAnswer(_ msg: JSON, type: String, id: String) -> String {
+        let ride = msg["ride"]?.string
+        if ride == "theirs" { return #"{"type":"error","id":"\#(id)","code":"forbidden","message":"not your ride"}"# }
+        if msg["platform"]?.string == "apns", msg["token"]?.string?.allSatisfy(\.isHexDigit) != true {
+            return #"{"type":"error","id":"\#(id)","code":"bad_request","message":"\"token\" must be an APNs device token"}"#
+        }
+        let ack = ride == "mixed-up" ? "push_unregistered" : (type == "register_push" ? "push_registered" : "push_unregistered")
+        let rideField = ride.map { #","ride":"\#($0)""# } ?? ""
+        return #"{"type":"\#(ack)","id":"\#(id)","platform":"\#(msg["platform"]!.string!)","kind":"\#(msg["kind"]!.string!)"\#(rideField)}"#
     }
 }
 

@@ -1,12 +1,28 @@
 import Foundation
+import RideLiveActivity
 import RidePushClient
 
-// ride-demo URL: a ride from start to receipt through the SDK, then the same through
-// docs/sdk.md's RentalModel. The token comes from RIDEPUSH_TOKEN (none for a server with --auth none).
+// ride-demo URL: a ride from start to receipt through the SDK (its Live Activity's push token
+// registered on the way), then the same through docs/sdk.md's RentalModel. The token comes
+// from RIDEPUSH_TOKEN (none for a server with --auth none).
 //   ride-demo ws://127.0.0.1:8080/ws
+// ride-demo activity FILE…: each file a content-state (protocol/examples/push/content-state),
+// printed as the lock screen shows it (LockScreenRide): what the widget draws, without ActivityKit.
 // One line per step on stdout; any failure goes to stderr and exits 1.
 
 let args = CommandLine.arguments
+if args.count >= 3, args[1] == "activity" {
+    do {
+        for path in args.dropFirst(2) {
+            let content = try JSONDecoder().decode(RideActivityContent.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+            print("activity " + lockScreen(LockScreenRide(content)))
+        }
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("ride-demo: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard args.count == 2, let url = URL(string: args[1]), url.scheme == "ws" || url.scheme == "wss" else {
     FileHandle.standardError.write(Data("usage: ride-demo ws://HOST:PORT/ws   (token in RIDEPUSH_TOKEN)\n".utf8))
     exit(2)
@@ -15,6 +31,15 @@ let token = ProcessInfo.processInfo.environment["RIDEPUSH_TOKEN"]
 
 func line(_ s: RideSnapshot) -> String {
     "\(s.ride) \(s.state.rawValue) elapsed=\(s.elapsed) paused=\(s.paused) fare=\(s.fare) \(s.currency)"
+}
+
+/// One lock screen as text: instants in Unix milliseconds, amounts in major units.
+func lockScreen(_ r: LockScreenRide) -> String {
+    func ms(_ d: Date?) -> String { d.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? "-" }
+    let fare = r.fare.map { "\($0) \(r.currency)" } ?? "-"
+    let next = r.nextFare.map { "\($0.amount)@\(ms($0.at))" } ?? "-"
+    return "\(r.content.ride) \(r.title) timer_start=\(ms(r.timerStart)) time=\(r.elapsedText) fare=\(fare) next=\(next) "
+        + "limit=\(ms(r.limit)) zone=\(r.zoneText ?? "-")"
 }
 
 /// Waits (at most `seconds`) until `ready` holds, looking every 50 ms.
@@ -39,6 +64,12 @@ func rideWithTheClient() async throws {
     defer { client.close() }
     let started = try await client.start(limit: .seconds(600))
     print("start " + line(started))
+    // Where ActivityKit exists, RideActivityController.start(started) requests the activity and
+    // registers each token it is given; here a made-up 32-byte token takes the same call.
+    print("activity-start " + lockScreen(LockScreenRide(RideActivityContent(started))))
+    let ack = try await client.registerPush(platform: .apns, kind: .liveActivity, ride: started.ride,
+                                            token: APNsToken.hex(Data((0..<32).map { UInt8($0 * 8) })))
+    print("push \(ack.type) \(ack.platform.rawValue) \(ack.kind.rawValue) \(ack.ride ?? "-")")
     let feed = client.ride(started.ride)
     let watcher = Task { try await follow(feed) }
     // A second of riding as the feed shows it (ticks folded into `latest`), then pause and
