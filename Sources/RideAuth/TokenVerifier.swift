@@ -135,6 +135,11 @@ public final class TokenVerifier: Sendable {
         }
         let signingInput = Array(token.utf8[parts[0].startIndex..<parts[1].endIndex])
         guard key.verify(signature: signature, message: signingInput) else {
+            // Libraries that sign with a general ECDSA API (OpenSSL, Java's Signature) give DER;
+            // saying so saves the operator from hunting a key problem that is an encoding one.
+            if key.algorithm == .es256, signature.count != 64, signature.first == 0x30 {
+                throw TokenError(.badSignature, "token signature looks DER-encoded (\(signature.count) bytes); ES256 in a JWS is raw r||s, 64 bytes (RFC 7518 section 3.4)")
+            }
             throw TokenError(.badSignature, "token signature does not match")
         }
         guard let payloadBytes = Base64URL.decode(Substring(parts[1])) else {

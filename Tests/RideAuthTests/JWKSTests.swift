@@ -107,6 +107,7 @@ final class JWKSVerifyTests: XCTestCase {
         let input = b64(Array(#"{"alg":"ES256","kid":"e1"}"#.utf8)) + "." + b64(Array(riderClaims.utf8))
         let der = input + "." + b64(Keys.p256.signDER(Array(input.utf8)))
         XCTAssertEqual(refusal(der, v)?.kind, .badSignature)
+        XCTAssertEqual(refusal(der, v)?.message.contains("looks DER-encoded"), true, "the refusal names the encoding")
         let raw = input + "." + b64(Keys.p256.sign(Array(input.utf8)))
         XCTAssertEqual(try v.verify(raw, now: now), riderExpected)
         // Truncated or padded signatures of each kind.
