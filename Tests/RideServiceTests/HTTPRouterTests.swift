@@ -87,6 +87,17 @@ final class HTTPRouterTests: XCTestCase {
         XCTAssertEqual(m, HTTPRouter.Match(endpoint: .rideDocument(id: "r1"), access: .token))
     }
 
+    /// lws ends an HTTP/1 request line at a decoded %0D or %0A, so `/rides/a%0Ab` arrives as
+    /// `/rides/a` with no HTTP version: refused, and the connection closed (the rest of the
+    /// line was read as a header), rather than answered for the path's first part.
+    func testARequestLineCutBeforeItsVersionIsRefused() {
+        guard case .failure(let r) = HTTPRouter.route(.get, "/rides/a", lineCut: true) else { return XCTFail("routed") }
+        XCTAssertEqual(r.answer.status, 400)
+        XCTAssertTrue(r.close)
+        XCTAssertTrue(text(r.answer).contains("%0D or %0A"), text(r.answer))
+        guard case .success = HTTPRouter.route(.get, "/rides/a") else { return XCTFail("refused") }
+    }
+
     func testTheTokenIsJudgedOnceOnTheWallClockAndAnExpiredOneSaysSo() {
         func refused(_ access: HTTPAccess, _ token: String?) -> HTTPAnswer? {
             if case .failure(let r) = HTTPRouter.authorize(access, token: token, verifier: verifier, wall: wall) { return r.answer }

@@ -57,8 +57,14 @@ package enum HTTPRouter {
         "/v1/webhooks/dead": (.deadWebhooks, .ops(what: "the dead-letter listing")),
     ]
 
-    /// `query`: the query's raw `name=value` fragments, as lws decoded them.
-    package static func route(_ method: HTTPMethod, _ path: String, query: [String] = []) -> Result<Match, Refusal> {
+    /// `query`: the query's raw `name=value` fragments, as lws decoded them. `lineCut`: an
+    /// HTTP/1 request line lws ended before its HTTP version, which a `%0D` or `%0A` does (lws
+    /// looks for the line's end after decoding): the path is only what came before it.
+    package static func route(_ method: HTTPMethod, _ path: String, query: [String] = [], lineCut: Bool = false) -> Result<Match, Refusal> {
+        if lineCut {
+            return .failure(Refusal(answer: .error(400, "bad_request",
+                "the request line has no HTTP version: a %0D or %0A in the path or query ends it there")))
+        }
         // A NUL or another control byte (lws has %-decoded the path) is no route's and no
         // file's: answered, not dropped (a NUL would cut the path short in any C string).
         if path.utf8.contains(where: isControl) || query.contains(where: { $0.utf8.contains(where: isControl) }) {
