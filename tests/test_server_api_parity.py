@@ -12,13 +12,15 @@ import uuid
 
 import pytest
 
+from test_openapi import check
 from test_zones_server import LON, connect, serve, sync, token
 
 PARK, PLAZA = 37.5605, 37.5635  # Park only (no start, no end); Plaza only (both allowed)
 
 
 def call(srv, method, path, body=None, tok=None, key="auto"):
-    """(status, body bytes, headers) of one request on its own HTTP/1.1 connection."""
+    """(status, body bytes, headers) of one request on its own HTTP/1.1 connection; every
+    answer is checked against docs/openapi.yaml (a declared status, a body of its schema)."""
     headers = {}
     if method == "POST":
         headers = {"Content-Type": "application/json", "Idempotency-Key": str(uuid.uuid4()) if key == "auto" else key}
@@ -28,7 +30,9 @@ def call(srv, method, path, body=None, tok=None, key="auto"):
     try:
         conn.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=headers)
         r = conn.getresponse()
-        return r.status, r.read(), r.headers
+        raw = r.read()
+        check(method, path, r.status, r.headers.get("Content-Type", ""), raw)
+        return r.status, raw, r.headers
     finally:
         conn.close()
 
