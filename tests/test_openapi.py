@@ -45,6 +45,8 @@ def routes_in_source():
         base = re.search(r'base = Array\("(/v1/rides)"\.utf8\)', api).group(1)
         commands = re.search(r"enum RideCommand: String[^{]*\{\s*case ([a-z, ]+)", source("Sources", "RideCore", "Ride.swift"))
         routes += [("post", base)] + [("post", "%s/{id}/%s" % (base, c.strip())) for c in commands.group(1).split(",")]
+        if "case .read(let id) = api" in router:
+            routes += [("get", base + "/{id}")]
     return routes
 
 
@@ -197,6 +199,12 @@ def test_real_responses_match_the_document(tmp_path):
         ("GET", "/rides/oa-1?journal=1", dict(token=alice), 200), ("HEAD", "/rides/oa-1", dict(token=alice), 200),
         ("GET", "/rides/oa-1", dict(token=bob), 403), ("GET", "/rides/oa-1", {}, 401),
         ("GET", "/rides/oa-zz", dict(token=ops), 404), ("GET", "/rides/a%3Cb", dict(token=ops), 400),
+        ("GET", "/v1/rides/oa-1", dict(token=alice), 200), ("HEAD", "/v1/rides/oa-1", dict(token=ops), 200),
+        ("GET", "/v1/rides/oa-1?journal=1", dict(token=ops), 200), ("GET", "/v1/rides/oa-1?bogus=1", dict(token=ops), 400),
+        ("GET", "/v1/rides/oa-1", dict(token=bob), 403), ("GET", "/v1/rides/oa-zz", dict(token=ops), 404),
+        ("GET", "/v1/rides/oa-1", {}, 401), ("POST", "/v1/rides/oa-1", dict(token=ops, key=key()), 405),
+        ("POST", "/v1/rides/oa-c/end", dict(token=bob, key=key(), body={"force": True}), 403),
+        ("POST", "/v1/rides", dict(token=alice, key=key(), body={"rider": "alice", "lat": 1}), 400),
         ("GET", "/rides", dict(token=ops), 200), ("GET", "/rides?state=ended&limit=1", dict(token=ops), 200),
         ("GET", "/rides?rider=alice&state=ended", dict(token=ops), 200), ("GET", "/rides?rider=alice", dict(token=ops), 200),
         ("GET", "/rides?bogus=1", dict(token=ops), 400),

@@ -101,7 +101,8 @@ extension ClientCodec {
     }
 
     /// The zone fields of a `start` or `end` (nil when it has none; other types have none).
-    static func zoneFields(_ o: [String: JSON], type: String) throws(ProtocolError) -> ZoneFields? {
+    /// Public: the server API's create and end read them by the same rules.
+    public static func zoneFields(_ o: [String: JSON], type: String) throws(ProtocolError) -> ZoneFields? {
         switch type {
         case "start":
             let place = try coordinates(o, required: false)

@@ -15,7 +15,8 @@ extension Shard {
         guard let input else { return -1 }
         let path = String(decoding: UnsafeRawBufferPointer(start: input, count: len), as: UTF8.self)
         let match: HTTPRouter.Match
-        switch HTTPRouter.route(method(wsi), path, query: queryFragments(wsi)) {
+        let cut = lws_get_network_wsi(wsi) == wsi && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) == 0  // HTTP/1, no version
+        switch HTTPRouter.route(method(wsi), path, query: queryFragments(wsi), lineCut: cut) {
         case .success(let m): match = m
         case .failure(let refusal):
             guard refusal.close else { return respond(refusal.answer, wsi) }

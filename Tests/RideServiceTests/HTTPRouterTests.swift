@@ -28,6 +28,9 @@ final class HTTPRouterTests: XCTestCase {
             (.post, "/v1/rides", .serverAPI(.create), .token),
             (.post, "/v1/rides/r1/pause", .serverAPI(.transition(.pause, ride: "r1")), .token),
             (.post, "/v1/rides/r1/end", .serverAPI(.transition(.end, ride: "r1")), .token),
+            // The server API's read is GET /rides/{id}'s endpoint: one handler, one document.
+            (.get, "/v1/rides/r1", .rideDocument(id: "r1"), .token),
+            (.head, "/v1/rides/r-1.a:b_c", .rideDocument(id: "r-1.a:b_c"), .token),
             (.get, "/", .file(path: "/"), .anyone),
             (.get, "/ops/ops.js", .file(path: "/ops/ops.js"), .anyone),
             (.get, "/nothing-here", .file(path: "/nothing-here"), .anyone),
@@ -46,7 +49,9 @@ final class HTTPRouterTests: XCTestCase {
             (.get, "/v1/rides", 405, "POST", true, "/v1/rides takes POST only"),
             (.head, "/v1/rides/r/pause", 405, "POST", true, "/v1/rides/r/pause takes POST only"),
             (.post, "/v1/rides/r/fly", 404, nil, true, "no such route: /v1/rides/r/fly"),
-            (.get, "/v1/rides/r", 404, nil, true, "no such route: /v1/rides/r"),
+            (.get, "/v1/rides/", 404, nil, true, "no such route: /v1/rides/"),
+            (.post, "/v1/rides/r", 405, "GET, HEAD", true, "/v1/rides/{id} takes GET and HEAD"),
+            (.other, "/v1/rides/r", 405, "GET, HEAD", true, "/v1/rides/{id} takes GET and HEAD"),
         ]
         for (method, path, status, allow, close, message) in table {
             guard case .failure(let r) = HTTPRouter.route(method, path) else { return XCTFail("\(method) \(path) routed") }
@@ -64,6 +69,33 @@ final class HTTPRouterTests: XCTestCase {
             XCTAssertFalse(r.close, "answered on a connection that stays open")
             XCTAssertEqual(text(r.answer), #"{"error":{"code":"bad_request","message":"a ride id is 1-64 characters of A-Z a-z 0-9 - _ . :"}}"#)
         }
+    }
+
+    /// `GET /v1/rides/{id}`: the id checked as on /rides/{id}, and (unlike that older route)
+    /// an unknown parameter refused, as the server API refuses an unknown field.
+    func testTheServerAPIReadChecksItsIdAndRefusesUnknownParameters() {
+        for bad in ["a<script>", String(repeating: "b", count: 65)] {
+            guard case .failure(let r) = HTTPRouter.route(.get, "/v1/rides/" + bad) else { return XCTFail(bad) }
+            XCTAssertEqual(r.answer.status, 400, bad)
+            XCTAssertFalse(r.close)
+            XCTAssertFalse(text(r.answer).contains(bad), "not echoed")
+        }
+        guard case .failure(let r) = HTTPRouter.route(.get, "/v1/rides/r1", query: ["journal=1", "jurnal=1"]) else { return XCTFail("routed") }
+        XCTAssertEqual(r.answer.status, 400)
+        XCTAssertTrue(text(r.answer).contains(#"unknown parameter \"jurnal\""#), text(r.answer))
+        guard case .success(let m) = HTTPRouter.route(.head, "/v1/rides/r1", query: ["journal=1", "token=x"]) else { return XCTFail("refused") }
+        XCTAssertEqual(m, HTTPRouter.Match(endpoint: .rideDocument(id: "r1"), access: .token))
+    }
+
+    /// lws ends an HTTP/1 request line at a decoded %0D or %0A, so `/rides/a%0Ab` arrives as
+    /// `/rides/a` with no HTTP version: refused, and the connection closed (the rest of the
+    /// line was read as a header), rather than answered for the path's first part.
+    func testARequestLineCutBeforeItsVersionIsRefused() {
+        guard case .failure(let r) = HTTPRouter.route(.get, "/rides/a", lineCut: true) else { return XCTFail("routed") }
+        XCTAssertEqual(r.answer.status, 400)
+        XCTAssertTrue(r.close)
+        XCTAssertTrue(text(r.answer).contains("%0D or %0A"), text(r.answer))
+        guard case .success = HTTPRouter.route(.get, "/rides/a") else { return XCTFail("refused") }
     }
 
     func testTheTokenIsJudgedOnceOnTheWallClockAndAnExpiredOneSaysSo() {

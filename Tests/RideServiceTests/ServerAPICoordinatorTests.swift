@@ -119,6 +119,35 @@ final class ServerAPICoordinatorTests: XCTestCase {
         XCTAssertEqual(json(ops[0])["receipt"]?["reason"]?.string, "operator", "the receipt says who ended it")
     }
 
+    /// Zones judge the server API's create and end as they judge ride.v1's (issue 40, item 5):
+    /// a start in a no-start zone and an end without a fresh position are 422 with ride.v1's
+    /// codes; an ops token's `force` ends it anyway and the receipt says `operator_forced`.
+    func testZonesJudgeTheServerAPIAsTheyJudgeRideV1() throws {
+        let clock = ManualClock(t0)
+        let h = EmbeddedService(clock)
+        h.coordinator = StoreCoordinator(book: RideBook(plans: [.standard]), registry: h.registry, clock: clock, metrics: Metrics(),
+                                         desk: GeoDesk(zones: GeoDeskTests.fencing, clock: clock)) { [unowned h] i, e in h.events[i] += e }
+        // Zone A (0…0.002°) allows no start: refused before anything is written.
+        let inA = run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-a","lat":0.001,"lon":0.001}"#, key: "a", sub: "alice"))
+        XCTAssertEqual(inA.map { "\($0.status) \(code($0) ?? "")" }, ["422 start_not_allowed"])
+        XCTAssertEqual(json(inA[0])["error"]?["message"]?.string, #"rides may not start in zone "A""#)
+        XCTAssertTrue(h.store.commits.isEmpty)
+        XCTAssertNil(h.registry.find("r-a"))
+        // Outside every zone, with a vehicle type: started.
+        let ok = run(h, call("/v1/rides", #"{"rider":"alice","ride":"r-1","lat":0.003,"lon":0.001,"vehicle_type":"scooter"}"#,
+                             key: "b", sub: "alice"))
+        XCTAssertEqual(ok.map(\.status), [201])
+        clock.advance(seconds: 120)
+        // Two minutes on, nothing reported since: the rider's end needs a position.
+        let stale = run(h, call("/v1/rides/r-1/end", key: "e1", sub: "alice"))
+        XCTAssertEqual(stale.map { "\($0.status) \(code($0) ?? "")" }, ["422 position_required"])
+        // The operator's forced end: ended, and the receipt says why.
+        let forced = run(h, call("/v1/rides/r-1/end", #"{"force":true}"#, key: "e2", sub: "backend", ops: true))
+        XCTAssertEqual(forced.map(\.status), [200])
+        XCTAssertEqual(json(forced[0])["state"]?.string, "ended")
+        XCTAssertEqual(json(forced[0])["receipt"]?["reason"]?.string, "operator_forced")
+    }
+
     func testTheOpenRidesCapExemptsOpsTokens() {
         let h = EmbeddedService(ManualClock(t0), maxOpenRides: 1)
         XCTAssertEqual(run(h, call("/v1/rides", #"{"rider":"alice"}"#, key: "1", sub: "alice")).map(\.status), [201])

@@ -37,11 +37,16 @@ final class ServerAPIRequestTests: XCTestCase {
         }
     }
 
+    /// A refusal's message, decoded.
+    func said(_ f: HTTPRefusalAnswer) -> String { (try? JSON.parse(f.answer.body))?["error"]?["message"]?.string ?? "?" }
+
     func testRoutesAreKnownByPathSoAWrongMethodIs405() {
         XCTAssertEqual(ServerAPIRoute(path: "/v1/rides"), .create)
         XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1/end"), .transition(.end, ride: "r-1"))
         XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1/pause"), .transition(.pause, ride: "r-1"))
-        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1"), .unknown)
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1"), .read(ride: "r-1"))
+        XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/"), .unknown)
+        XCTAssertEqual(refusal(admit("/v1/rides/r-1", "", auth: false))?.0, 405, "a POST to the read route")
         XCTAssertEqual(ServerAPIRoute(path: "/v1/rides/r-1/fly"), .unknown)
         XCTAssertNil(ServerAPIRoute(path: "/v1/ridesx"))
         XCTAssertNil(ServerAPIRoute(path: "/rides/r-1"))
@@ -167,7 +172,68 @@ final class ServerAPIRequestTests: XCTestCase {
         XCTAssertEqual(ServerAPIIdempotency.again(RideBook.Earlier(request: nil, bytes: packed), fingerprint: "http abc").status, 422)
     }
 
+    /// ride.v1's `start` zone fields and `end`'s `force`, read by ride.v1's own rules (issue 40, item 5).
+    func testCreateTakesAPositionAndVehicleTypeAndEndTakesForceForOpsOnly() throws {
+        let create = try call(admit("/v1/rides", #"{"rider":"alice","lat":37.5615,"lon":126.9725,"vehicle_type":"scooter"}"#, auth: false))
+        XCTAssertEqual(create.request, .start(ride: nil, plan: nil, limit: nil, owner: "alice"))
+        XCTAssertEqual(create.geo, ZoneFields(position: GeoPoint(lat: 37.5615, lon: 126.9725), vehicleType: "scooter"))
+        XCTAssertNil(try call(admit("/v1/rides", #"{"rider":"alice"}"#, auth: false)).geo)
+        let bad: [(String, String)] = [
+            (#"{"rider":"a","lat":1}"#, #""lat" and "lon" go together"#),
+            (#"{"rider":"a","lon":1}"#, #""lat" and "lon" go together"#),
+            (#"{"rider":"a","lat":91,"lon":0}"#, #""lat" must be a number of degrees from -90 to 90"#),
+            (#"{"rider":"a","lat":0,"lon":-180.5}"#, #""lon" must be a number of degrees from -180 to 180"#),
+            (#"{"rider":"a","lat":"1","lon":0}"#, #""lat" must be a number"#),
+            (#"{"rider":"a","vehicle_type":"a b"}"#, #""vehicle_type" must be a GBFS vehicle type id"#),
+            (#"{"rider":"a","vehicle_type":""}"#, #""vehicle_type" must be"#),
+        ]
+        for (body, message) in bad {
+            guard case .failure(let f) = admit("/v1/rides", body, auth: false) else { XCTFail(body); continue }
+            XCTAssertEqual(f.answer.status, 400, body)
+            XCTAssertTrue(said(f).contains(message), said(f))
+        }
+        // force: an ops token's; a rider's is refused, not silently ignored as ride.v1 does.
+        let forced = try call(admit("/v1/rides/r-1/end", #"{"force":true,"distance":10}"#, token: token("backend", ops: true)))
+        XCTAssertEqual(forced.request, .command(.end, ride: "r-1", metres: 10))
+        XCTAssertEqual(forced.geo, ZoneFields(force: true))
+        XCTAssertNil(try call(admit("/v1/rides/r-1/end", #"{"force":false}"#, token: token("alice"))).geo)
+        guard case .failure(let f) = admit("/v1/rides/r-1/end", #"{"force":true}"#, token: token("alice")) else { return XCTFail("admitted") }
+        XCTAssertEqual(f.answer.status, 403)
+        XCTAssertTrue(said(f).contains(#""force" is for operator (ops) tokens"#), said(f))
+        XCTAssertEqual(try call(admit("/v1/rides/r-1/end", #"{"force":true}"#, auth: false)).geo?.force, true, "authentication off: no roles")
+        XCTAssertEqual(refusal(admit("/v1/rides/r-1/end", #"{"force":1}"#, auth: false))?.0, 400)
+        XCTAssertEqual(refusal(admit("/v1/rides/r-1/pause", #"{"force":true}"#, auth: false))?.0, 400, "force is end's only")
+        XCTAssertEqual(refusal(admit("/v1/rides/r-1/end", #"{"lat":1,"lon":2}"#, auth: false))?.0, 400, "a position is the create's only")
+    }
+
+    /// A refusal names the field and says why (issue 40): a control character in `rider` is
+    /// not "rider is required".
+    func testRefusalsNameTheFieldAndWhy() {
+        let cases: [(String, String)] = [
+            (#"{}"#, #""rider" is required"#),
+            (#"{"rider":null}"#, #""rider" is required"#),
+            (#"{"rider":5}"#, #""rider" must be a string"#),
+            (#"{"rider":""}"#, #""rider" is empty"#),
+            (#"{"rider":"a\u0001b"}"#, #""rider" holds a control character"#),
+            ("{\"rider\":\"\(String(repeating: "x", count: 129))\"}", #""rider" is 129 bytes; a rider's id is at most 128"#),
+            (#"{"rider":"a","ride":"a b"}"#, #""ride" must be a ride id"#),
+            (#"{"rider":"a","plan":""}"#, #""plan" must be a plan id"#),
+            (#"{"rider":"a","limit":1.5}"#, #""limit" must be a whole number of seconds, 1 or more (got 1.5)"#),
+            (#"{"rider":"a","limit":"60"}"#, #"(got a string)"#),
+        ]
+        for (body, message) in cases {
+            guard case .failure(let f) = admit("/v1/rides", body, auth: false) else { XCTFail(body); continue }
+            XCTAssertTrue(f.answer.status == 400 && said(f).contains(message), "\(body): \(said(f))")
+        }
+        guard case .failure(let f) = admit("/v1/rides/r/end", #"{"distance":-3}"#, auth: false) else { return XCTFail("admitted") }
+        XCTAssertTrue(said(f).contains(#""distance" must be a whole number of metres, 0 or more (got -3)"#), said(f))
+    }
+
     func testRefusalsMapToStatuses() {
+        // The zones refuse a well-formed request: 422 with ride.v1's code, not 400.
+        for code in [ErrorCode.startNotAllowed, .endNotAllowed, .positionRequired] {
+            XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(code, "x")).status, 422, code.rawValue)
+        }
         XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.invalidTransition, "x")).status, 409)
         XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.rideNotFound, "x")).status, 404)
         XCTAssertEqual(ServerAPIAnswer.error(ProtocolError(.forbidden, "x")).status, 403)

@@ -57,8 +57,14 @@ package enum HTTPRouter {
         "/v1/webhooks/dead": (.deadWebhooks, .ops(what: "the dead-letter listing")),
     ]
 
-    /// `query`: the query's raw `name=value` fragments, as lws decoded them.
-    package static func route(_ method: HTTPMethod, _ path: String, query: [String] = []) -> Result<Match, Refusal> {
+    /// `query`: the query's raw `name=value` fragments, as lws decoded them. `lineCut`: an
+    /// HTTP/1 request line lws ended before its HTTP version, which a `%0D` or `%0A` does (lws
+    /// looks for the line's end after decoding): the path is only what came before it.
+    package static func route(_ method: HTTPMethod, _ path: String, query: [String] = [], lineCut: Bool = false) -> Result<Match, Refusal> {
+        if lineCut {
+            return .failure(Refusal(answer: .error(400, "bad_request",
+                "the request line has no HTTP version: a %0D or %0A in the path or query ends it there")))
+        }
         // A NUL or another control byte (lws has %-decoded the path) is no route's and no
         // file's: answered, not dropped (a NUL would cut the path short in any C string).
         if path.utf8.contains(where: isControl) || query.contains(where: { $0.utf8.contains(where: isControl) }) {
@@ -67,6 +73,7 @@ package enum HTTPRouter {
         }
         if let api = ServerAPIRoute(path: path) {
             if api == .unknown { return .failure(Refusal(answer: .error(404, "not_found", "no such route: \(path)"))) }
+            if case .read(let id) = api { return readRide(method, id, query: query) }
             guard method == .post else {
                 return .failure(Refusal(answer: .error(405, "method_not_allowed", "\(path) takes POST only"),
                                         allow: ServerAPIRequest.allow))
@@ -91,6 +98,21 @@ package enum HTTPRouter {
     }
 
     static func isControl(_ b: UInt8) -> Bool { b < 0x20 || b == 0x7F }
+
+    /// `GET /v1/rides/{id}`: the server API's read, answered as `GET /rides/{id}` is (the same
+    /// endpoint); unlike that older route it refuses parameters it does not know, as the API does.
+    static func readRide(_ method: HTTPMethod, _ id: String, query: [String]) -> Result<Match, Refusal> {
+        guard method == .get || method == .head else {
+            return .failure(Refusal(answer: .error(405, "method_not_allowed", "/v1/rides/{id} takes GET and HEAD"), allow: "GET, HEAD"))
+        }
+        guard ClientCodec.isValidRideID(id) else { return .failure(Refusal(answer: ServerAPIRequest.badRideID, close: false)) }
+        let known = ["journal", "token"]
+        if let name = query.lazy.map({ String($0.prefix { $0 != "=" }) }).first(where: { !known.contains($0) }) {
+            return .failure(Refusal(answer: .error(400, "bad_request", "unknown parameter \"\(name.prefix(40))\" (known: journal, token)"),
+                                    close: false))
+        }
+        return .success(Match(endpoint: .rideDocument(id: id), access: .token))
+    }
 
     /// An HTTP connection over the per-address limit (`--max-connections-per-ip`, which counts
     /// HTTP connections as it counts WebSocket sessions): refused before it is routed.

@@ -90,6 +90,8 @@ package enum ServerAPIAnswer {
         case .tooManyRides, .rateLimited: return 429
         case .unavailable: return 503
         case .tooLarge: return 413
+        // Well-formed, refused by where the ride is (docs/zones.md): not a malformed request.
+        case .startNotAllowed, .endNotAllowed, .positionRequired: return 422
         default: return 400
         }
     }

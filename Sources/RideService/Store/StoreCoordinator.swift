@@ -156,7 +156,7 @@ package final class StoreCoordinator: GroupCommitClient {
                 decide(request, id: id, scope: scope, access: access, from: from, geo: geo, now: now, store: store, into: &writes,
                        decided: decided)
             case .api(let call, let from):
-                decide(call.request, id: call.key.id, scope: call.key.scope, access: call.access, from: from, geo: nil, now: now,
+                decide(call.request, id: call.key.id, scope: call.key.scope, access: call.access, from: from, geo: call.geo, now: now,
                        store: store, into: &writes, api: call, decided: decided)
             case .position(let p, let id, let access, let from):
                 position(p, id: id, access: access, from: from, store: store, into: &writes)
