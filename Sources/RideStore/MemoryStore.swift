@@ -285,3 +285,8 @@ public enum StoreRules {
         }
     }
 }
+
+extension MemoryStore: StoreTraits {
+    /// Its reply lookup is a dictionary read, as cheap as the server's cache.
+    public var keepsRecentReplies: Bool { true }
+}

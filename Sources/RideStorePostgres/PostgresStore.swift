@@ -660,18 +660,6 @@ public final class PostgresStore: RideStore {
     }
 }
 
-/// How the groups whose COMMIT lost its connection were settled, readable from any thread.
-public final class SettleCounts: Sendable {
-    /// Read back and found: published as committed.
-    public let committed = Atomic<Int>(0)
-    /// Read back and not found: answered `unavailable`, nothing applied.
-    public let notCommitted = Atomic<Int>(0)
-    /// No primary answered within `settleTimeoutMillis` (or nothing to read back): answered
-    /// `unavailable` with the outcome unknown; the catch-up read applies it if it committed.
-    public let unknown = Atomic<Int>(0)
-    public init() {}
-}
-
 /// CLOCK_MONOTONIC in milliseconds, the default clock of the store's reconnect backoff: a
 /// stepped wall clock must not stretch or cut short a wait between connects.
 public struct MonotonicMillisClock: RideClock {

@@ -46,6 +46,30 @@ final class AdapterBoundaryTests: XCTestCase {
         XCTAssertFalse(service.isEmpty)
     }
 
+    /// The adapter reaches the stores and the webhook sender through RideStore's capability
+    /// protocols and RideService; only its composition root (Hub.swift, which builds them from
+    /// what the executable hands it) may import the sender's target, and no file imports a
+    /// concrete store target or names a concrete store type.
+    func testTheAdapterNamesNoConcreteStoreOutsideItsCompositionRoot() throws {
+        let compositionRoot: Set<String> = ["Hub.swift"]
+        let concreteTargets = ["RideStoreSQLite", "RideStorePostgres", "RideWebhooks"]
+        let concreteTypes = ["MemoryStore", "SQLiteStore", "PostgresStore", "PostgresClusterFeed", "SQLiteOutbox", "PostgresOutbox"]
+        let adapter = try files().filter { $0.target == "RidePushServer" }
+        XCTAssertGreaterThan(adapter.count, 10)
+        for f in adapter {
+            for line in code(f.text) {
+                for t in concreteTargets where line.hasPrefix("import \(t)") {
+                    XCTAssertTrue(compositionRoot.contains(f.name) && t == "RideWebhooks",
+                                  "RidePushServer/\(f.name) imports \(t): reach it through a RideStore capability or RideService")
+                }
+                for t in concreteTypes {
+                    XCTAssertNil(line.range(of: "\\b\(t)\\b", options: .regularExpression),
+                                 "RidePushServer/\(f.name) names \(t): ask for a capability (StoreTraits, ClusterFeedSource, SharedJournal)")
+                }
+            }
+        }
+    }
+
     func testTheAdapterStaysThin() throws {
         let lines = try files().filter { $0.target == "RidePushServer" }.reduce(0) { $0 + $1.text.split(separator: "\n", omittingEmptySubsequences: false).count - 1 }
         XCTAssertGreaterThan(lines, 0)
