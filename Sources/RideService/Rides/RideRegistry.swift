@@ -56,11 +56,8 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
     }
 
     package var counts: (riding: Int, paused: Int, ended: Int) {
-        view.withLock { v in
-            var r = 0, p = 0
-            for l in v.live { if l.ride.state == .paused { p += 1 } else { r += 1 } }
-            return (r, p, v.rides.count - v.live.count)
-        }
+        let c = view.withLock { v in RideCounts(v.live, ended: v.rides.count - v.live.count) }
+        return (c.riding, c.paused, c.ended)
     }
 
     /// A ride's plan; one no longer loaded bills as the built-in default rather than not at all.
@@ -188,13 +185,12 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
                     ends.append(.autoEnd(live.id, at: at))
                     continue
                 }
-                if live.ride.state == .riding, let remaining = live.ride.remainingSeconds(at: at), remaining > 0, remaining <= 300 {
+                if live.ride.state == .riding, let remaining = live.ride.remainingSeconds(at: at), remaining > 0, remaining <= WarningsSent.widest {
                     // The nearest threshold first: a ride that starts (or is first seen) with a
                     // minute or less left gets the 1-minute warning alone, not a "5 minutes"
                     // warning followed by the 1-minute one a second later.
-                    for threshold: Int64 in [60, 300] where remaining <= threshold && !live.warned.contains(threshold) {
-                        live.warned.insert(threshold)
-                        if threshold == 60 { live.warned.insert(300) }
+                    for threshold in WarningsSent.thresholds where remaining <= threshold && !live.warned.contains(threshold) {
+                        live.warned.insert(andFarther: threshold)
                         pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))
                         ops?.warning(ride: live.id, remaining: remaining, at: at)
                         break
