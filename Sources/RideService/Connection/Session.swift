@@ -7,7 +7,8 @@ import RideCore
 /// (183 bytes with `Connection`'s counts as Int32 and what few sessions have boxed, a 192-byte
 /// heap block; the order they were first written in took 243 and a 256-byte one).
 package final class Session {
-    package let wsi: OpaquePointer
+    /// Which connection of the adapter this is: opaque here, only the adapter reads its bits.
+    package let handle: ConnectionHandle
     package let peer: String
     /// Unique on its thread for the life of the process: how the store worker names it.
     package let serial: UInt64
@@ -51,8 +52,8 @@ package final class Session {
     package var flushQueued = false
 
     /// `pre`: the socket layer's headroom in front of every frame, handed in by the adapter.
-    package init(wsi: OpaquePointer, peer: String, serial: UInt64, pre: Int) {
-        self.wsi = wsi
+    package init(handle: ConnectionHandle, peer: String, serial: UInt64, pre: Int) {
+        self.handle = handle
         self.peer = peer
         self.serial = serial
         conn = Connection(pre: pre)
