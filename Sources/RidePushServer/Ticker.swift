@@ -7,7 +7,7 @@ import Synchronization
 /// CLOCK_MONOTONIC) that fires at each whole second of the process clock, has the registry encode one tick per ride, and hands the batch
 /// to every thread. So every message of one tick carries the same `seq` and `at`, however
 /// many rides and threads there are.
-final class Ticker: @unchecked Sendable {  // service thread 0 only
+final class Ticker {  // service thread 0 only: its timer callback
     private var schedule = TickSchedule(now: 0)
     /// The hourly prune and retention batches (RideService decides which are due).
     private var housekeeping: Housekeeping

@@ -76,17 +76,29 @@ final class AdapterBoundaryTests: XCTestCase {
         XCTAssertLessThan(lines, 2_500, "RidePushServer has \(lines) lines")
     }
 
-    func testNoUnsafeUnownedNoImplicitlyUnwrappedAndEveryUncheckedSendableSaysWhy() throws {
+    func testNoUnsafeUnownedNoImplicitlyUnwrapped() throws {
         let server = ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideCore", "RideAuth", "RideWebhooks", "RideProtocol"]
         for f in try files() where server.contains(f.target) {
             for line in code(f.text) {
                 XCTAssertFalse(line.contains("unowned(unsafe)"), "\(f.target)/\(f.name): \(line)")
                 XCTAssertNil(line.range(of: #"(var|let) \w+: [^=]+!\s*(//.*)?$"#, options: .regularExpression),
                              "\(f.target)/\(f.name): an implicitly unwrapped optional: \(line)")
-                if line.contains("@unchecked Sendable") {
-                    XCTAssertTrue(line.contains("//"), "\(f.target)/\(f.name): an @unchecked Sendable without its owner or lock: \(line)")
-                }
             }
         }
+    }
+
+    /// Each `@unchecked Sendable` names its owner or lock, in every target (the SDK's and the
+    /// test doubles' too), and there are no more of them than after issue 37: a new shared
+    /// class takes `Locked`, atomics or immutable fields and is checked by the compiler.
+    func testEveryUncheckedSendableSaysWhyAndTheyDoNotGrow() throws {
+        var count = 0
+        for f in try files() {
+            for line in code(f.text) where line.contains("@unchecked Sendable") {
+                count += 1
+                XCTAssertTrue(line.contains("//"), "\(f.target)/\(f.name): an @unchecked Sendable without its owner or lock: \(line)")
+            }
+        }
+        XCTAssertGreaterThan(count, 0)
+        XCTAssertLessThanOrEqual(count, 19, "\(count) @unchecked Sendable: make the new one Sendable (Locked, atomics, lets)")
     }
 }

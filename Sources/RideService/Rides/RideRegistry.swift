@@ -9,7 +9,7 @@ import Synchronization
 /// (`view`) is held for memory work only — never across a store call — so a slow disk never
 /// stalls a tick or a lookup. Requests that change rides go to the store worker (Hub.submit), which holds the
 /// coordinator, which holds this registry: the registry holds neither, so nothing is a cycle.
-package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; every other field is immutable
+package final class RideRegistry: Sendable {
     package struct View {
         package var rides: [String: LiveRide] = [:]
         /// Rides that tick (not ended), compact for the per-second loop.
