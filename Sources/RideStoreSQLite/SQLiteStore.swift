@@ -467,9 +467,9 @@ public final class SQLiteStore: LogSyncing {
         // only service thread and everything else waits behind it.
         try db.exec("PRAGMA busy_timeout = 1000")
         // SQLite's default 2 MiB page cache is smaller than the B-tree pages a busy store
-        // touches, so every group re-read pages it had just written (a pread each). Not much
-        // more than needed, though: at the end of every write transaction SQLite 3.40 walks
-        // the cache's whole hash table (pcache1TruncateUnsafe), and at 64 MiB that walk was
+        // touches, so every group would re-read pages it had just written (a pread each). Not
+        // much more than needed, though: at the end of every write transaction SQLite 3.40 walks
+        // the cache's whole hash table (pcache1TruncateUnsafe), and at 64 MiB that walk is
         // 8 % of the store worker's CPU (16 MiB: 73-86 against 79-90 us per transition,
         // reads per transition 0.7-1.0 either way).
         try db.exec("PRAGMA cache_size = -16384")

@@ -7,9 +7,9 @@ import Synchronization
 /// belongs to service thread i alone (checked in debug builds), so fan-out needs no lock.
 ///
 /// The fields are in the order that packs them: the 106-byte `Ride` leaves two bytes before the
-/// next word, where the flags and the thread count go (168 bytes, a 176-byte heap block, where
-/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one;
-/// 176 bytes, a 192-byte block, with the trace reference of issue 28).
+/// next word, where the flags and the thread count go: 176 bytes with the trace reference, a
+/// 192-byte heap block, where a `Set` of warnings, an `Int` index and a `Bool` padded to a word
+/// each would take at least a 240-byte one.
 package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
     /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
     package let id: String

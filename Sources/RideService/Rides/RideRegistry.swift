@@ -165,8 +165,8 @@ package final class RideRegistry: Sendable {
     /// and the warnings, so it orders them against every committed transition's push.
     ///
     /// Each question reads `live.ride` in a call handed nothing else of `live`, which lends it
-    /// the ride as it is; a `let ride = live.ride` up front copied every ride (retaining its
-    /// strings) and doubled the CPU of 100,000 unwatched rides (callgrind, issue 29). The
+    /// the ride as it is; a `let ride = live.ride` up front would copy every ride (retaining its
+    /// strings) and double the CPU of 100,000 unwatched rides (callgrind, issue 29). The
     /// encoder's call makes the one copy a watched ride costs.
     package func tick(seq: Int64, at: UnixMillis,
               post: (TickBatch, [(LiveRide, [UInt8])]) -> Void) -> (TickBatch, [(LiveRide, [UInt8])], [StoreJob]) {
