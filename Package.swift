@@ -93,7 +93,7 @@ let package = Package(
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
         .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks", "COpenSSL"]),
-        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "RideAuth", "RideWebhooks", "RideHTTPClient", "CLibWebSockets", "CEpoll"]),
+        .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideAuth", "RideWebhooks", "RideHTTPClient", "CLibWebSockets", "CEpoll"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideWebhooks", "RideHTTPClient", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),

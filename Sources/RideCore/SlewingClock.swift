@@ -15,7 +15,7 @@ import Foundation
 /// itself leaves are absorbed in well under a second; a 30-minute step takes 100 hours to
 /// absorb, during which `/metrics` shows the offset (`ridepush_clock_offset_seconds`)
 /// and nodes differ by it (a multi-node fleet needs the wall clock right before start).
-public final class SlewingClock: RideClock, ClockReport, @unchecked Sendable {  // state is locked
+public final class SlewingClock: RideClock, ClockReport, Sendable {
     /// A time source in microseconds.
     public typealias Source = @Sendable () -> Int64
 

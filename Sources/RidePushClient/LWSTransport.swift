@@ -5,7 +5,7 @@ import RideCore
 
 /// libwebsockets' client as a transport. Every connection of the process shares one lws
 /// context on one thread of its own (`LWSClientLoop`), so a thousand feeds cost one thread.
-public final class LWSTransport: RidePushTransport, @unchecked Sendable {
+public final class LWSTransport: RidePushTransport, @unchecked Sendable {  // the loop thread owns every var after `open`; others go through LWSClientLoop's Locked mailbox
     // Owned by the loop thread after `open` (lws is single-threaded per context); other
     // threads reach it only through the loop's locked mailbox.
     var wsi: OpaquePointer?
@@ -41,7 +41,7 @@ public final class LWSTransport: RidePushTransport, @unchecked Sendable {
 }
 
 /// The process's lws client context and its service thread.
-final class LWSClientLoop: @unchecked Sendable {
+final class LWSClientLoop: @unchecked Sendable {  // `mailbox` is Locked; `context` is set once in init, then the loop thread's
     enum Command {
         case open(LWSTransport, URL, String, @Sendable (TransportEvent) -> Void)
         case send(LWSTransport, [UInt8])

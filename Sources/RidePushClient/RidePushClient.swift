@@ -262,7 +262,7 @@ struct FeedSink {
 }
 
 /// The driver: performs the core's actions. Every mutable field is owned by `queue`.
-final class Engine: @unchecked Sendable {
+final class Engine: @unchecked Sendable {  // every var is owned by `queue`
     // Targeting the global pool keeps a thousand clients on a few threads (a queue of its
     // own would be overcommit: a thread per busy queue).
     let queue = DispatchQueue(label: "RidePushClient", target: .global())

@@ -3,7 +3,7 @@ import Foundation
 
 /// URLSessionWebSocketTask as a transport, for iOS and macOS apps. Not built or tested in
 /// this repository's CI (Linux); Foundation's WebSocket task has no backend on Linux.
-public final class URLSessionTransport: NSObject, RidePushTransport, URLSessionWebSocketDelegate, @unchecked Sendable {
+public final class URLSessionTransport: NSObject, RidePushTransport, URLSessionWebSocketDelegate, @unchecked Sendable {  // the delegate queue (serial) owns `session`, `task`, `events`
     // Mutated on the session's delegate queue (serial), and by `open` before any delegate call.
     private var session: URLSession?
     private var task: URLSessionWebSocketTask?

@@ -6,7 +6,6 @@ import RideCore
 import RideHTTPClient
 import RideService
 import RideStore
-import RideStorePostgres
 import RideWebhooks
 import Synchronization
 
@@ -43,15 +42,15 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let storeWorker: StoreWorker<StoreCoordinator>
     /// Where the store worker hands each service thread its events (filled once the shards exist).
     private let mailboxes = Mailboxes()
-    /// With a PostgreSQL store: the LISTEN thread, and whether the store's connection is up.
-    private(set) var clusterFeed: PostgresClusterFeed?
+    /// With a store shared by several nodes (PostgreSQL): its listener, and whether the store's connection is up.
+    private(set) var clusterFeed: (any ClusterFeed)?
     private(set) var storeHealth: ConnectionHealth?
     /// How lost COMMITs were settled (PostgreSQL only), for /metrics.
     private(set) var storeSettles: SettleCounts?
-    /// With `--webhook`: the sender (its own threads and outbox connection) and that outbox,
-    /// read for `GET /v1/webhooks/dead` off the service threads.
+    /// With `--webhook`: the sender (its own threads and outbox connection), and the body of
+    /// `GET /v1/webhooks/dead` read from that outbox (disk or network: off the service threads).
     let webhookSender: WebhookSender?
-    let webhookOutbox: WebhookOutbox?
+    let deadWebhooks: (@Sendable (_ limit: Int) -> [UInt8])?
     /// Where `GET /v1/webhooks/dead` reads the outbox: one at a time, off the service threads.
     let webhookReads = DispatchQueue(label: "webhook-reads")
     /// Every outbound HTTP call's client (one libcurl thread and connection pool), made when
@@ -128,15 +127,13 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             close(listener.fd)
             throw ServerError("cannot load rides: \(error.message)")
         }
-        // The memory store's own lookup is as cheap as the cache, which would hold a second
-        // copy of up to 8,192 replies (0.07 KiB per subscriber of the bench).
         let mailboxes = self.mailboxes
         if !config.webhooks.isEmpty, outbox == nil {
             close(listener.fd)
             throw ServerError("--webhook needs the store's webhook outbox")
         }
         let outbox = config.webhooks.isEmpty ? nil : outbox
-        webhookOutbox = outbox
+        deadWebhooks = outbox.map { o -> @Sendable (Int) -> [UInt8] in { limit in WebhookMetrics.deadListingJSON(o.dead(limit: limit)) } }
         let client: HTTPClient?
         do { client = outbox == nil ? nil : try HTTPClient(caFile: config.outboundCAFile) } catch {
             close(listener.fd)
@@ -181,7 +178,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             }
         }
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
-                                           recentReplies: store is MemoryStore ? 0 : RecentReplies.defaultCapacity,
+                                           recentReplies: (store as? StoreTraits)?.keepsRecentReplies == true ? 0 : RecentReplies.defaultCapacity,
                                            maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhooks,
                                            eventsCommitted: { sender?.poke() }, desk: desk) { i, events in mailboxes.post(i, events) }
         let worker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
@@ -195,11 +192,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         self.retention = retention
         ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads,
                         retention: retention)
-        if let pg = store as? PostgresStore {
-            storeHealth = pg.health
-            storeSettles = pg.settles
-            clusterFeed = PostgresClusterFeed(settings: pg.settings, ownBackend: pg.ownBackend,
-                                              log: { warning, message in warning ? Log.warn(message) : Log.notice(message) }) { hints, catchUp in
+        if let shared = store as? ClusterFeedSource {
+            storeHealth = shared.health
+            storeSettles = shared.settles
+            clusterFeed = shared.clusterFeed(log: { warning, message in warning ? Log.warn(message) : Log.notice(message) }) { hints, catchUp in
                 worker.submit([.cluster(hints: hints, catchUp: catchUp)])
             }
         }

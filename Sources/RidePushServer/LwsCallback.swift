@@ -117,7 +117,7 @@ extension Shard {
 
     func established(_ wsi: OpaquePointer) {
         let pending = pendingUpgrades.removeValue(forKey: wsi)
-        let s = Session(wsi: wsi, peer: pending?.peer ?? peerName(wsi), serial: sessions.nextSerial(), pre: pre)
+        let s = Session(handle: ConnectionHandle(bits: UInt(bitPattern: wsi)), peer: pending?.peer ?? peerName(wsi), serial: sessions.nextSerial(), pre: pre)
         // Its own connection, TCP or TLS: not a stream inside an HTTP/2 connection (TickStaging.swift).
         s.writesDirectly = lws_get_network_wsi(wsi) == wsi
         if pending?.echo == true, let limit = hub.config.wsEcho { s.echo = EchoQueue(limit: limit) }

@@ -40,7 +40,7 @@ extension Hub {
             metric("ridepush_cluster_listener_up", "gauge", "1 while this node's LISTEN connection to PostgreSQL is up.",
                    [("", clusterFeed.health.isUp ? 1 : 0)])
             metric("ridepush_cluster_listener_reconnects_total", "counter", "Times the LISTEN connection was opened again after a loss.",
-                   [("", Double(clusterFeed.reconnects.load(ordering: .relaxed)))])
+                   [("", Double(clusterFeed.reconnectCount))])
         }
         if let c = clock as? ClockReport {
             metric("ridepush_clock_steps_total", "counter", "Wall-clock steps seen (absorbed by slewing, never followed).", [("", Double(c.steps))])

@@ -3,13 +3,13 @@ import RideService
 
 /// Replies written without a WRITEABLE round trip each, several frames in one send.
 ///
-/// A reply used to go: the mailbox drain queues it and asks for WRITEABLE (a POLLOUT change,
-/// one `epoll_ctl`), the loop polls again, lws calls back, one `lws_write` (one `send`), lws
-/// drops POLLOUT (another `epoll_ctl`). With two requests in flight per connection, both
-/// replies usually come in one group, so one drain: measured on the transition bench, 1.27
-/// `epoll_ctl` and one `send` per reply on the service threads.
+/// Why: through WRITEABLE, a reply the mailbox drain queues asks for it (a POLLOUT change, one
+/// `epoll_ctl`), the loop polls again, lws calls back, one `lws_write` (one `send`), lws drops
+/// POLLOUT (another `epoll_ctl`): 1.27 `epoll_ctl` and one `send` per reply on the service
+/// threads of the transition bench, although with two requests in flight per connection both
+/// replies usually come in one group, so one drain.
 ///
-/// Now the drain only queues (`replied`), and once it has handled every event it writes each
+/// So the drain only queues (`replied`), and once it has handled every event it writes each
 /// replied session's queued frames itself (`flushReplied`), all of them framed here into one
 /// buffer and handed to lws as raw bytes: one `send`, no POLLOUT change. The same framing
 /// serves a WRITEABLE callback that finds several frames queued (`writeOutbox`).

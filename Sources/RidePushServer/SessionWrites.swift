@@ -3,6 +3,9 @@ import RideService
 
 /// What a session asks of lws: a WRITEABLE callback once it has something to write.
 extension Session {
+    /// The lws connection: the handle is its address (LwsCallback's ESTABLISHED), and lws's user data maps it back.
+    var wsi: OpaquePointer { OpaquePointer(bitPattern: handle.bits)! }
+
     /// Queues a frame and asks for WRITEABLE; false (nothing queued) when the outbox and the
     /// pending ticks are at the bound: the caller closes the connection as a slow consumer.
     func enqueue(_ frame: [UInt8]) -> Bool {

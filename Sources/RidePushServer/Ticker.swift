@@ -7,7 +7,7 @@ import Synchronization
 /// CLOCK_MONOTONIC) that fires at each whole second of the process clock, has the registry encode one tick per ride, and hands the batch
 /// to every thread. So every message of one tick carries the same `seq` and `at`, however
 /// many rides and threads there are.
-final class Ticker: @unchecked Sendable {  // service thread 0 only
+final class Ticker {  // service thread 0 only: its timer callback
     private var schedule = TickSchedule(now: 0)
     /// The hourly prune and retention batches (RideService decides which are due).
     private var housekeeping: Housekeeping
@@ -87,9 +87,9 @@ final class Ticker: @unchecked Sendable {  // service thread 0 only
         if !chores.isEmpty { jobs.submit(chores) }
         // lws 4.1 works out its next poll() timeout from the time it read before running this
         // callback (__lws_sul_service_ripe), so a fan-out that took N ms here would make the
-        // next tick N ms late. Armed N ms early, the wait it works out ends at the second. (It
-        // used to wake its own loop instead, to work the wait out again: one more poll() over
-        // every socket each second.) Should anything wake the loop in those N ms, the timer is
+        // next tick N ms late. Armed N ms early, the wait it works out ends at the second. (Waking
+        // its own loop to work the wait out again would cost one more poll() over every socket
+        // each second.) Should anything wake the loop in those N ms, the timer is
         // ripe, `fire` finds it early and arms again for the rest.
         arm(shard, ahead: monotonicMicros() - began)
     }

@@ -85,14 +85,14 @@ public final class MemoryStore: RideStore {
     private func refusal(_ write: StoreWrite) -> StoreError? {
         switch write {
         case .create(let new, let reply):
-            if rowOf[new.id] != nil { return StoreError(.rideExists, "ride \(new.id) already exists") }
+            if rowOf[new.id] != nil { return StoreRules.rideExists(new.id) }
             return taken(reply)
         case .append(let entry, let reply):
-            guard let r = rowOf[entry.ride] else { return StoreError(.rideNotFound, "no ride \(entry.ride)") }
+            guard let r = rowOf[entry.ride] else { return StoreRules.noRide(entry.ride) }
             if let e = StoreRules.appendRefusal(entry, lastSeq: Int64(rows[r].count), state: rows[r].state) { return e }
             return taken(reply)
         case .trace(let t):
-            return rowOf[t.ride] == nil ? StoreError(.rideNotFound, "no ride \(t.ride)") : nil
+            return rowOf[t.ride] == nil ? StoreRules.noRide(t.ride) : nil
         }
     }
 
@@ -244,44 +244,13 @@ public final class MemoryStore: RideStore {
 
     private func taken(_ reply: ReplyRecord?) -> StoreError? {
         if let reply, replyOf[reply.key] != nil {
-            return StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply.key)")
+            return StoreRules.replyTaken(reply)
         }
         return nil
     }
 }
 
-/// Refusals every store applies the same way, so they accept and refuse the same writes.
-/// Checked against two fields a store keeps per ride (its last entry's number and state), so
-/// an append costs the same however long the journal is.
-public enum StoreRules {
-    /// Why an append is refused given the ride's last recorded entry and state, or nil.
-    public static func appendRefusal(_ entry: JournalEntry, lastSeq: Int64, state: RideState) -> StoreError? {
-        let command: RideCommand
-        switch entry.transition {
-        case .start:
-            return StoreError(.notAllowed, "ride \(entry.ride) has already started; a start cannot be appended")
-        case .pause: command = .pause
-        case .resume: command = .resume
-        case .end: command = .end
-        }
-        let allowed: Bool
-        switch (state, command) {
-        case (.riding, .pause), (.paused, .resume), (.riding, .end), (.paused, .end): allowed = true
-        default: allowed = false
-        }
-        if !allowed { return StoreError(.notAllowed, "ride \(entry.ride): \(RideError(state: state, command: command))") }
-        if entry.seq != lastSeq + 1 {
-            return StoreError(.notNext, "ride \(entry.ride): entry \(entry.seq) is not the next one (the last is \(lastSeq))")
-        }
-        return nil
-    }
-
-    /// The ride's state once `transition` applied.
-    public static func state(after transition: RideTransition) -> RideState {
-        switch transition {
-        case .start, .resume: return .riding
-        case .pause: return .paused
-        case .end: return .ended
-        }
-    }
+extension MemoryStore: StoreTraits {
+    /// Its reply lookup is a dictionary read, as cheap as the server's cache.
+    public var keepsRecentReplies: Bool { true }
 }

@@ -19,12 +19,12 @@ extension RideStore {
     /// `.conflict` if it does not apply to the ride's state or the reply key exists.
     @discardableResult
     public func append(ride id: String, _ transition: RideTransition, reply: ReplyRecord?) throws(StoreError) -> StoredRide {
-        guard let current = try ride(id) else { throw StoreError(.rideNotFound, "no ride \(id)") }
+        guard let current = try ride(id) else { throw StoreRules.noRide(id) }
         if case .start = transition {
-            throw StoreError(.notAllowed, "ride \(id) has already started; a start cannot be appended")
+            throw StoreRules.startAppended(id)
         }
         if case .failure(let e) = current.ride.applying(transition) {
-            throw StoreError(.notAllowed, "ride \(id): \(e)")
+            throw StoreRules.notAllowed(id, e)
         }
         try single(.append(JournalEntry(ride: id, seq: current.seq + 1, transition: transition), reply: reply))
         return StoredRide(id: id, planID: current.planID, owner: current.owner, limit: current.limit,

@@ -1,5 +1,6 @@
 import Glibc
 import RideCore
+import Synchronization
 
 /// What the store worker last saw of its store, each on a monotonic clock in milliseconds:
 /// since when a group (decide, write, settle) or a log sync has been in flight, and when the
@@ -86,4 +87,16 @@ public final class ConnectionHealth: Sendable {
     public var lastFailure: String { state.withLock { $0.why } }
     public func up() { state.withLock { $0.up = true } }
     public func down(_ why: String) { state.withLock { $0 = (false, why) } }
+}
+
+/// How the groups whose COMMIT lost its connection were settled, readable from any thread.
+public final class SettleCounts: Sendable {
+    /// Read back and found: published as committed.
+    public let committed = Atomic<Int>(0)
+    /// Read back and not found: answered `unavailable`, nothing applied.
+    public let notCommitted = Atomic<Int>(0)
+    /// No primary answered within `settleTimeoutMillis` (or nothing to read back): answered
+    /// `unavailable` with the outcome unknown; the catch-up read applies it if it committed.
+    public let unknown = Atomic<Int>(0)
+    public init() {}
 }

@@ -120,3 +120,14 @@ package final class PostgresClusterFeed: Sendable {
         }
     }
 }
+
+extension PostgresClusterFeed: ClusterFeed {
+    package var reconnectCount: Int { reconnects.load(ordering: .relaxed) }
+}
+
+extension PostgresStore: ClusterFeedSource {
+    public func clusterFeed(log: @escaping @Sendable (_ warning: Bool, _ message: String) -> Void,
+                            wake: @escaping @Sendable (_ hints: [String: Int64], _ catchUp: Bool) -> Void) -> any ClusterFeed {
+        PostgresClusterFeed(settings: settings, ownBackend: ownBackend, log: log, wake: wake)
+    }
+}

@@ -97,7 +97,7 @@ public final class PostgresStore: RideStore {
                 switch write {
                 case .create(let new, let reply):
                     if rows[new.id] != nil {
-                        results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
+                        results.append(.refused(StoreRules.rideExists(new.id)))
                         continue
                     }
                     switch try PostgresJournal.create(c, new, reply: reply) {
@@ -106,13 +106,13 @@ public final class PostgresStore: RideStore {
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         results.append(.written)
                     case .idExists, .stale:
-                        results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
+                        results.append(.refused(StoreRules.rideExists(new.id)))
                     case .replyExists, .replyExistsRowInserted:
-                        results.append(.refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply!.key)")))
+                        results.append(.refused(StoreRules.replyTaken(reply)))
                     }
                 case .append(let entry, let reply):
                     guard let row = rows[entry.ride] else {
-                        results.append(.refused(StoreError(.rideNotFound, "no ride \(entry.ride)")))
+                        results.append(.refused(StoreRules.noRide(entry.ride)))
                         continue
                     }
                     if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
@@ -125,13 +125,13 @@ public final class PostgresStore: RideStore {
                         rows[entry.ride] = PostgresJournal.RideRow(lastSeq: entry.seq, state: StoreRules.state(after: entry.transition))
                         results.append(.written)
                     case .replyExists, .idExists, .replyExistsRowInserted:
-                        results.append(.refused(StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply!.key)")))
+                        results.append(.refused(StoreRules.replyTaken(reply)))
                     case .stale:
-                        results.append(.refused(StoreError(.notNext, "ride \(entry.ride): entry \(entry.seq) is not the next one")))
+                        results.append(.refused(StoreRules.notNext(entry, last: nil)))
                     }
                 case .trace(let t):
                     guard rows[t.ride] != nil, try PostgresJournal.writeTrace(c, t) == .written else {
-                        results.append(.refused(StoreError(.rideNotFound, "no ride \(t.ride)")))
+                        results.append(.refused(StoreRules.noRide(t.ride)))
                         continue
                     }
                     results.append(.written)
@@ -229,14 +229,14 @@ public final class PostgresStore: RideStore {
                     switch write {
                     case .create(let new, let reply):
                         if rows[new.id] != nil {
-                            results.append(.refused(StoreError(.rideExists, "ride \(new.id) already exists")))
+                            results.append(.refused(StoreRules.rideExists(new.id)))
                             continue
                         }
                         rows[new.id] = PostgresJournal.RideRow(lastSeq: 1, state: .riding)
                         statements.append(PostgresJournal.createStatement(new, reply: reply))
                     case .append(let entry, let reply):
                         guard let row = rows[entry.ride] else {
-                            results.append(.refused(StoreError(.rideNotFound, "no ride \(entry.ride)")))
+                            results.append(.refused(StoreRules.noRide(entry.ride)))
                             continue
                         }
                         if let e = StoreRules.appendRefusal(entry, lastSeq: row.lastSeq, state: row.state) {
@@ -247,7 +247,7 @@ public final class PostgresStore: RideStore {
                         statements.append(PostgresJournal.appendStatement(entry, reply: reply))
                     case .trace(let t):
                         guard rows[t.ride] != nil else {
-                            results.append(.refused(StoreError(.rideNotFound, "no ride \(t.ride)")))
+                            results.append(.refused(StoreRules.noRide(t.ride)))
                             continue
                         }
                         statements.append(PostgresJournal.traceStatement(t))
@@ -658,18 +658,6 @@ public final class PostgresStore: RideStore {
         let lost = lostAtCommit!
         return try settle!(lost.value, lost.error, lost.on)
     }
-}
-
-/// How the groups whose COMMIT lost its connection were settled, readable from any thread.
-public final class SettleCounts: Sendable {
-    /// Read back and found: published as committed.
-    public let committed = Atomic<Int>(0)
-    /// Read back and not found: answered `unavailable`, nothing applied.
-    public let notCommitted = Atomic<Int>(0)
-    /// No primary answered within `settleTimeoutMillis` (or nothing to read back): answered
-    /// `unavailable` with the outcome unknown; the catch-up read applies it if it committed.
-    public let unknown = Atomic<Int>(0)
-    public init() {}
 }
 
 /// CLOCK_MONOTONIC in milliseconds, the default clock of the store's reconnect backoff: a

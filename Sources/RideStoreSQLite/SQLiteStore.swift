@@ -134,7 +134,7 @@ public final class SQLiteStore: LogSyncing {
                 var next = journalResults.makeIterator()
                 for write in batch {
                     if case .trace(let t) = write {
-                        results.append(try writeTrace(t) ? .written : .refused(StoreError(.rideNotFound, "no ride \(t.ride)")))
+                        results.append(try writeTrace(t) ? .written : .refused(StoreRules.noRide(t.ride)))
                     } else {
                         results.append(next.next()!)
                     }
@@ -166,7 +166,7 @@ public final class SQLiteStore: LogSyncing {
                 results.append(.written)
             } else {
                 // Rare (the server decides from the same state): say exactly why.
-                results.append(.refused(try refusal(write) ?? StoreError(.notNext, "ride \(write.rideID): refused by the store")))
+                results.append(.refused(try refusal(write) ?? StoreRules.refusedUnexplained(write.rideID)))
             }
         }
     }
@@ -176,21 +176,21 @@ public final class SQLiteStore: LogSyncing {
         case .create(let new, let reply):
             var exists = false
             try db.query("SELECT 1 FROM rides WHERE id = ?", [.text(new.id)]) { (_: SQLRow) throws(StoreError) in exists = true }
-            if exists { return StoreError(.rideExists, "ride \(new.id) already exists") }
+            if exists { return StoreRules.rideExists(new.id) }
             return try taken(reply)
         case .append(let entry, let reply):
             var row: (seq: Int64, state: String)?
             try db.query("SELECT last_seq, state FROM rides WHERE id = ?", [.text(entry.ride)]) { (r: SQLRow) throws(StoreError) in
                 row = (r.int(0), r.text(1))
             }
-            guard let row else { return StoreError(.rideNotFound, "no ride \(entry.ride)") }
+            guard let row else { return StoreRules.noRide(entry.ride) }
             guard let state = RideState(rawValue: row.state) else {
                 return StoreError(.corrupt, "ride store \(path): ride \(entry.ride) has an unknown state '\(row.state)'")
             }
             if let e = StoreRules.appendRefusal(entry, lastSeq: row.seq, state: state) { return e }
             return try taken(reply)
         case .trace(let t):
-            return StoreError(.rideNotFound, "no ride \(t.ride)")
+            return StoreRules.noRide(t.ride)
         }
     }
 
@@ -262,7 +262,7 @@ public final class SQLiteStore: LogSyncing {
         }
         // The server should have answered from `reply(for:)` instead of applying again;
         // refusing here keeps "applied once" true.
-        return exists ? StoreError(.replyAlreadyRecorded, "a reply is already recorded for \(reply.key)") : nil
+        return exists ? StoreRules.replyTaken(reply) : nil
     }
 
     public func prune(repliesBefore instant: UnixMillis) throws(StoreError) {
@@ -467,9 +467,9 @@ public final class SQLiteStore: LogSyncing {
         // only service thread and everything else waits behind it.
         try db.exec("PRAGMA busy_timeout = 1000")
         // SQLite's default 2 MiB page cache is smaller than the B-tree pages a busy store
-        // touches, so every group re-read pages it had just written (a pread each). Not much
-        // more than needed, though: at the end of every write transaction SQLite 3.40 walks
-        // the cache's whole hash table (pcache1TruncateUnsafe), and at 64 MiB that walk was
+        // touches, so every group would re-read pages it had just written (a pread each). Not
+        // much more than needed, though: at the end of every write transaction SQLite 3.40 walks
+        // the cache's whole hash table (pcache1TruncateUnsafe), and at 64 MiB that walk is
         // 8 % of the store worker's CPU (16 MiB: 73-86 against 79-90 us per transition,
         // reads per transition 0.7-1.0 either way).
         try db.exec("PRAGMA cache_size = -16384")

@@ -186,8 +186,9 @@ func serveCommand(_ args: [String]) -> Int32 {
             outbox = memory
             store = MemoryStore(outbox: memory)
         } else if PostgresSettings.isURI(c.store) {
-            store = try openPostgres(c.store, passwordFile: o.string("--store-password-file"))
-            if !c.webhooks.isEmpty, let pg = store as? PostgresStore {
+            let pg = try openPostgres(c.store, passwordFile: o.string("--store-password-file"))
+            store = pg
+            if !c.webhooks.isEmpty {
                 let o = PostgresOutbox(pg.settings)
                 outbox = o
                 closeOutbox = { o.close() }
@@ -363,7 +364,7 @@ func readGBFSFile(_ path: String, flag: String, file: String, example: String, m
 
 /// The PostgreSQL store named by a `--store` URI: connects (every failure names the URI with
 /// its password hidden), creates or upgrades the schema.
-func openPostgres(_ uri: String, passwordFile: String?) throws(ServerError) -> RideStore {
+func openPostgres(_ uri: String, passwordFile: String?) throws(ServerError) -> PostgresStore {
     var settings = PostgresSettings(uri: uri)
     do throws(StoreError) {
         if let passwordFile { settings.password = try PostgresSettings.password(fromFile: passwordFile) }

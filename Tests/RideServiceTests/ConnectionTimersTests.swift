@@ -8,7 +8,7 @@ final class ConnectionTimersTests: XCTestCase {
     let timers = ConnectionTimers(keepaliveSeconds: 30, handshakeSeconds: 10, slowConsumerSeconds: 10, authRequired: true)
     let open = ConnectionTimers(keepaliveSeconds: 30, handshakeSeconds: 10, slowConsumerSeconds: 10, authRequired: false)
 
-    func session() -> Session { Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16) }
+    func session() -> Session { Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: 1, pre: 16) }
 
     func testKeepaliveAloneTableDriven() {
         // (seconds silent, ping already sent) → due, with authentication off.

@@ -32,7 +32,7 @@ final class HeapBlockTests: XCTestCase {
     }
 
     func testASessionTakesA192ByteBlock() {
-        let s = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "127.0.0.1:40000", serial: 1, pre: 16)
+        let s = Session(handle: ConnectionHandle(bits: 0x10), peer: "127.0.0.1:40000", serial: 1, pre: 16)
         XCTAssertEqual(usable(s), 184, "a 192-byte block (it was 240)")
         XCTAssertNil(s.echo)
         XCTAssertNil(s.closing)

@@ -5,7 +5,7 @@ import XCTest
 /// took its place later, and no serial is given twice.
 final class SessionTableTests: XCTestCase {
     private func session(_ t: inout SessionTable) -> Session {
-        let s = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: t.nextSerial(), pre: 16)
+        let s = Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: t.nextSerial(), pre: 16)
         t.add(s)
         return s
     }

@@ -7,7 +7,7 @@ import XCTest
 /// judged by the old start (a quiet connection is not "slow" at its next frame).
 final class SlowConsumerTests: XCTestCase {
     func testATickDroppedWithNothingElseWaitingStopsTheClock() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
+        let session = Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: 1, pre: 16)
         session.pendingTicks = 1
         session.outbox.waiting(at: 100)
         XCTAssertTrue(session.outbox.overdue(at: 221, lag: 100), "the pending tick waited 12 s")
@@ -17,7 +17,7 @@ final class SlowConsumerTests: XCTestCase {
     }
 
     func testATickDroppedBehindQueuedFramesKeepsTheClock() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
+        let session = Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: 1, pre: 16)
         session.pendingTicks = 1
         session.outbox.waiting(at: 100)
         XCTAssertTrue(session.queue([0, 1]))

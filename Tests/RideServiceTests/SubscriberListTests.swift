@@ -4,7 +4,7 @@ import XCTest
 /// A ride's subscribers on one thread, the first inline and the rest in an array: every
 /// operation the slot uses sees the same list whichever of the two holds a subscriber.
 final class SubscriberListTests: XCTestCase {
-    private let sessions = (1...4).map { Session(wsi: OpaquePointer(bitPattern: 0x10 * $0)!, peer: "test", serial: UInt64($0), pre: 16) }
+    private let sessions = (1...4).map { Session(handle: ConnectionHandle(bits: UInt(0x10 * $0)), peer: "test", serial: UInt64($0), pre: 16) }
 
     private func serials(_ list: SubscriberList) -> [UInt64] { list.indices.map { list[$0].session.serial } }
 

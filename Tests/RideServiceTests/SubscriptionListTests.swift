@@ -12,7 +12,7 @@ final class SubscriptionListTests: XCTestCase {
     private func ids(_ list: SubscriptionList) -> [String] { list.map { $0.live.id } }
 
     func testOneThenSeveralThenOneAgainInOrder() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
+        let session = Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: 1, pre: 16)
         let a = sub("a", session), b = sub("b", session), c = sub("c", session)
         var list = SubscriptionList()
         XCTAssertTrue(list.isEmpty)
@@ -38,7 +38,7 @@ final class SubscriptionListTests: XCTestCase {
     }
 
     func testRemovingTheOnlyOneAndRemovingAll() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
+        let session = Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: 1, pre: 16)
         let a = sub("a", session), b = sub("b", session)
         var list = SubscriptionList()
         list.append(a)
@@ -61,7 +61,7 @@ final class SubscriptionListTests: XCTestCase {
 
     /// Another subscriber left the ride's slot and this one took its place: the list follows.
     func testMovedUpdatesTheIndexOfThatRideOnly() {
-        let session = Session(wsi: OpaquePointer(bitPattern: 0x10)!, peer: "test", serial: 1, pre: 16)
+        let session = Session(handle: ConnectionHandle(bits: 0x10), peer: "test", serial: 1, pre: 16)
         let a = sub("a", session, index: 3), b = sub("b", session, index: 7)
         var list = SubscriptionList()
         list.append(a)

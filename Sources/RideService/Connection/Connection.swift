@@ -79,7 +79,7 @@ package struct Connection {
     /// Control-message rate limit: a one-second window, and strikes for messages over it.
     private var windowStart: Int64 = 0
     // The counts as Int32 (each far below it) with the flags after them: 57 bytes, where Ints
-    // took 80, and with them the session's heap block is 192 bytes instead of 240.
+    // take 80, and with them the session's heap block is 192 bytes instead of 240.
     private let pre32: Int32
     private var inFlight32: Int32 = 0
     private var windowCount32: Int32 = 0

@@ -5,9 +5,10 @@ import RideCore
 /// reads or writes any field, so no lock. The fields are in the order that packs them: the
 /// small ones in the room `Connection` and the subscription list leave before the next word
 /// (183 bytes with `Connection`'s counts as Int32 and what few sessions have boxed, a 192-byte
-/// heap block; the order they were first written in took 243 and a 256-byte one).
+/// heap block; in an order that pads them they take 243 and a 256-byte one).
 package final class Session {
-    package let wsi: OpaquePointer
+    /// Which connection of the adapter this is: opaque here, only the adapter reads its bits.
+    package let handle: ConnectionHandle
     package let peer: String
     /// Unique on its thread for the life of the process: how the store worker names it.
     package let serial: UInt64
@@ -28,12 +29,12 @@ package final class Session {
     /// When the message being received started (monotonic ms; 0: none): one whose final
     /// fragment never comes is bounded by --handshake-timeout, not held forever.
     package var rxSince: Int64 = 0
-    /// What few sessions have, boxed: inline, the echo queue and the close reason took 32 bytes
-    /// of every session.
+    /// What few sessions have, boxed: inline, the echo queue and the close reason would take 32
+    /// bytes of every session.
     private var rare: Rare?
     /// Keepalive (monotonic ms): the later of when the peer last sent anything and when a tick
-    /// was last written to it (ticks are traffic too). One field for both: the sweep only ever
-    /// asked for the later of two, and 8 bytes less kept the session a heap block smaller.
+    /// was last written to it (ticks are traffic too). One field for both: the sweep only asks
+    /// for the later of the two, and 8 bytes less keeps the session a heap block smaller.
     package private(set) var lastTraffic: Int64
     package var lastHeard: Int64 {
         get { lastTraffic }
@@ -51,8 +52,8 @@ package final class Session {
     package var flushQueued = false
 
     /// `pre`: the socket layer's headroom in front of every frame, handed in by the adapter.
-    package init(wsi: OpaquePointer, peer: String, serial: UInt64, pre: Int) {
-        self.wsi = wsi
+    package init(handle: ConnectionHandle, peer: String, serial: UInt64, pre: Int) {
+        self.handle = handle
         self.peer = peer
         self.serial = serial
         conn = Connection(pre: pre)

@@ -32,7 +32,7 @@ package enum GeoPublish {
 /// A ride's distance and last position as the tick and the fleet frame read them: set by the
 /// store worker when it publishes a group, read by the timer thread, both under the
 /// registry's view lock.
-package final class LiveTrace: @unchecked Sendable {  // every field is touched only under RideRegistry.view
+package final class LiveTrace {  // every field is touched only under RideRegistry.view
     package var metres: Int64 = 0
     package var position: TracePoint?
     /// The position changed since the last tick: the next tick carries it.

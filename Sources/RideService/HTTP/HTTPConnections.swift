@@ -6,7 +6,7 @@ import Glibc
 /// which only the headers say) until it goes, once per connection, not per request; and each
 /// request with a body has one deadline, --handshake-timeout from its start, where lws's own
 /// timeout restarts on every chunk (it re-arms PENDING_TIMEOUT_HTTP_CONTENT after each body
-/// callback), so a body trickled a byte at a time was never timed out.
+/// callback), so a body trickled a byte at a time would never time out.
 package struct HTTPConnections<Handle: Hashable> {
     private var places: [Handle: String] = [:]
     private var deadlines: [Handle: Int64] = [:]

@@ -62,8 +62,7 @@ package final class OpsFeed: @unchecked Sendable {  // atomics; `deliver` is set
     func tick(seq: Int64, at: UnixMillis, live: [LiveRide], ended: Int) {
         lastSeq.store(seq, ordering: .relaxed)
         guard active else { return }
-        var counts = RideCounts(ended: ended)
-        for l in live where !l.autoEndQueued { if l.ride.state == .paused { counts.paused += 1 } else { counts.riding += 1 } }
+        let counts = RideCounts(live.lazy.filter { !$0.autoEndQueued }, ended: ended)
         var frame = OpsMessages.Fleet(seq: seq, at: at, counts: counts, rides: live.count, prefix: pre)
         for l in live where !l.autoEndQueued {
             frame.row(l.ride, l.plan, at: at, watchers: l.subscriberCount.load(ordering: .relaxed), metres: l.trace?.metres,
@@ -139,12 +138,10 @@ package extension OpsHost {
         }
         let at = hub.clock.now()
         let (rides, counts, since) = hub.registry.view.withLock { v in
-            var c = RideCounts(ended: v.rides.count - v.live.count)
             let rows = v.live.map { l -> (ride: Ride, plan: FarePlan, watchers: Int) in
-                if l.ride.state == .paused { c.paused += 1 } else { c.riding += 1 }
-                return (l.ride, l.plan, l.subscriberCount.load(ordering: .relaxed))
+                (l.ride, l.plan, l.subscriberCount.load(ordering: .relaxed))
             }
-            return (rows, c, hub.ops.lastNumber)
+            return (rows, RideCounts(v.live, ended: v.rides.count - v.live.count), hub.ops.lastNumber)
         }
         w.since = since
         unqueueFrame(w)  // older than the snapshot

@@ -7,9 +7,9 @@ import Synchronization
 /// belongs to service thread i alone (checked in debug builds), so fan-out needs no lock.
 ///
 /// The fields are in the order that packs them: the 106-byte `Ride` leaves two bytes before the
-/// next word, where the flags and the thread count go (168 bytes, a 176-byte heap block, where
-/// a `Set` of warnings, an `Int` index and a `Bool` padded to a word each took a 240-byte one;
-/// 176 bytes, a 192-byte block, with the trace reference of issue 28).
+/// next word, where the flags and the thread count go: 176 bytes with the trace reference, a
+/// 192-byte heap block, where a `Set` of warnings, an `Int` index and a `Bool` padded to a word
+/// each would take at least a 240-byte one.
 package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveIndex`, `autoEndQueued` are touched only under RideRegistry.view; slot(i) asserts service thread i
     /// The ride's id, for the service threads, which never read `ride` (it changes under the lock).
     package let id: String
@@ -70,7 +70,10 @@ package final class LiveRide: @unchecked Sendable {  // `ride`, `warned`, `liveI
 /// at 1 minute left, and nowhere else.
 package struct WarningsSent: Equatable {
     fileprivate(set) var bits: UInt8 = 0
-    static let thresholds: [Int64] = [60, 300]
+    /// Seconds left at which a riding ride is warned, nearest first (the order they are tried in).
+    static let thresholds: [Int64] = [60, widest]
+    /// The farthest: no warning is due while more than this is left.
+    static let widest: Int64 = 300
 
     private static func bit(_ threshold: Int64) -> UInt8 {
         guard let i = thresholds.firstIndex(of: threshold) else { preconditionFailure("no warning at \(threshold) s") }
@@ -79,6 +82,19 @@ package struct WarningsSent: Equatable {
 
     func contains(_ threshold: Int64) -> Bool { bits & Self.bit(threshold) != 0 }
     mutating func insert(_ threshold: Int64) { bits |= Self.bit(threshold) }
+    /// `threshold` and every farther one: a ride warned at 1 minute left is never told "5 minutes" after it.
+    mutating func insert(andFarther threshold: Int64) {
+        for t in Self.thresholds where t >= threshold { insert(t) }
+    }
+}
+
+extension RideCounts {
+    /// `live` by state (paused, else riding), plus `ended`: the one count behind /healthz,
+    /// /metrics and the operator feed's fleet frame and snapshot, taken under the registry's view lock.
+    package init<S: Sequence>(_ live: S, ended: Int) where S.Element == LiveRide {
+        self.init(ended: ended)
+        for l in live { if l.ride.state == .paused { paused += 1 } else { riding += 1 } }
+    }
 }
 
 /// One service thread's view of a ride: its subscribers there, and the tick they still wait for.

@@ -9,7 +9,7 @@ import Synchronization
 /// (`view`) is held for memory work only — never across a store call — so a slow disk never
 /// stalls a tick or a lookup. Requests that change rides go to the store worker (Hub.submit), which holds the
 /// coordinator, which holds this registry: the registry holds neither, so nothing is a cycle.
-package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; every other field is immutable
+package final class RideRegistry: Sendable {
     package struct View {
         package var rides: [String: LiveRide] = [:]
         /// Rides that tick (not ended), compact for the per-second loop.
@@ -56,11 +56,8 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
     }
 
     package var counts: (riding: Int, paused: Int, ended: Int) {
-        view.withLock { v in
-            var r = 0, p = 0
-            for l in v.live { if l.ride.state == .paused { p += 1 } else { r += 1 } }
-            return (r, p, v.rides.count - v.live.count)
-        }
+        let c = view.withLock { v in RideCounts(v.live, ended: v.rides.count - v.live.count) }
+        return (c.riding, c.paused, c.ended)
     }
 
     /// A ride's plan; one no longer loaded bills as the built-in default rather than not at all.
@@ -168,8 +165,8 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
     /// and the warnings, so it orders them against every committed transition's push.
     ///
     /// Each question reads `live.ride` in a call handed nothing else of `live`, which lends it
-    /// the ride as it is; a `let ride = live.ride` up front copied every ride (retaining its
-    /// strings) and doubled the CPU of 100,000 unwatched rides (callgrind, issue 29). The
+    /// the ride as it is; a `let ride = live.ride` up front would copy every ride (retaining its
+    /// strings) and double the CPU of 100,000 unwatched rides (callgrind, issue 29). The
     /// encoder's call makes the one copy a watched ride costs.
     package func tick(seq: Int64, at: UnixMillis,
               post: (TickBatch, [(LiveRide, [UInt8])]) -> Void) -> (TickBatch, [(LiveRide, [UInt8])], [StoreJob]) {
@@ -188,13 +185,12 @@ package final class RideRegistry: @unchecked Sendable {  // `view` is Locked; ev
                     ends.append(.autoEnd(live.id, at: at))
                     continue
                 }
-                if live.ride.state == .riding, let remaining = live.ride.remainingSeconds(at: at), remaining > 0, remaining <= 300 {
+                if live.ride.state == .riding, let remaining = live.ride.remainingSeconds(at: at), remaining > 0, remaining <= WarningsSent.widest {
                     // The nearest threshold first: a ride that starts (or is first seen) with a
                     // minute or less left gets the 1-minute warning alone, not a "5 minutes"
                     // warning followed by the 1-minute one a second later.
-                    for threshold: Int64 in [60, 300] where remaining <= threshold && !live.warned.contains(threshold) {
-                        live.warned.insert(threshold)
-                        if threshold == 60 { live.warned.insert(300) }
+                    for threshold in WarningsSent.thresholds where remaining <= threshold && !live.warned.contains(threshold) {
+                        live.warned.insert(andFarther: threshold)
                         pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))
                         ops?.warning(ride: live.id, remaining: remaining, at: at)
                         break

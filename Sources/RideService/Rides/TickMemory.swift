@@ -2,8 +2,8 @@ import Glibc
 
 /// The bytes of one tick batch (every ticking ride's tick, back to back), in memory mapped for
 /// that batch alone and unmapped when the last thread is done with it. From malloc, a 1.3 MB
-/// batch (9,500 rides) stayed resident between ticks: glibc raises its mmap threshold past the
-/// first batch freed, so later ones came from thread 0's arena and were never given back
+/// batch (9,500 rides) stays resident between ticks: glibc raises its mmap threshold past the
+/// first batch freed, so later ones come from thread 0's arena and are never given back
 /// (0.07 KiB per subscriber of the 19,000 bench); mapped, it is resident only while the tick
 /// is fanned out (a few ms a second). Its pages are faulted in up front, as many as the last
 /// batch took (`prefault`), rather than one fault per 4 KiB written: ~1.3 ms less CPU in the
