@@ -1,0 +1,178 @@
+import Foundation
+import RideAuth
+import RideCore
+import RideHTTPClient
+
+/// `--jwks-url`: the identity provider's key set fetched over HTTPS (RideHTTPClient, TLS always
+/// verified, `--outbound-ca-file` trusted besides the system's store) on a thread of its own,
+/// never a service thread or the tick. A usable set is swapped into the verifier whole, as
+/// SIGHUP swaps a `--jwks-file` (`TokenVerifier.reload`); a failed fetch or a body that is not
+/// a usable JWKS leaves the last good set in force. When it fetches is `KeyRefresh`'s decision.
+public final class JWKSFetcher: @unchecked Sendable {  // `schedule`, `stopping`, `thread` only under `condition`; `lastBody`, `lastSkipped` only on the fetching thread
+    public let url: String
+    public let status: KeySourceStatus
+    private let client: HTTPClient
+    private let clock: @Sendable () -> Int64
+    private let condition = NSCondition()
+    private var schedule: KeyRefresh
+    private var stopping = false
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    private var lastBody: [UInt8]?
+    private var lastSkipped: [String] = []
+
+    /// The largest key set taken: providers publish a few keys, kilobytes.
+    static let bodyLimit = 512 << 10
+    /// One fetch, connect to last byte.
+    static let timeout: Int64 = 10_000
+
+    /// Why a URL is not one keys may come from, or nil: https only, so the keys that decide
+    /// who may act here cannot be changed on the way.
+    public static func refusal(_ url: String) -> String? {
+        guard let parsed = URL(string: url), parsed.scheme?.lowercased() == "https", let host = parsed.host, !host.isEmpty else {
+            return "--jwks-url must be an https:// URL (got \(url)); keys fetched over plain http could be replaced on the way"
+        }
+        return nil
+    }
+
+    /// `caFile`: `--outbound-ca-file`, checked by the caller.
+    public init(url: String, caFile: String?, clock: @escaping @Sendable () -> Int64 = { monotonicMillis() }) throws(HTTPClient.SetupError) {
+        self.url = url
+        self.clock = clock
+        client = try HTTPClient(caFile: caFile)
+        status = KeySourceStatus(url: url, clock: clock)
+        schedule = KeyRefresh(now: clock())
+    }
+
+    /// The first fetch, on the caller's thread before the server starts (bounded by the
+    /// request's timeout): the set, or nil when the provider could not give one (logged; the
+    /// server then starts without keys and the thread keeps trying).
+    public func fetchFirst() -> KeySet? {
+        let set = fetchOnce()
+        condition.lock()
+        schedule.fetchStarted(now: clock())
+        finishSchedule(set)
+        condition.unlock()
+        return set?.keys
+    }
+
+    /// Starts the fetch thread, swapping each new set into `verifier`, which from now on
+    /// tells it of tokens naming an unknown kid.
+    public func start(verifier: TokenVerifier) {
+        verifier.onUnknownKid { [weak self] in self?.unknownKid() }
+        let thread = Thread { [self] in run(verifier) }
+        thread.name = "jwks-fetch"
+        condition.lock()
+        self.thread = thread
+        condition.unlock()
+        thread.start()
+    }
+
+    /// A token named a kid the set lacks: called on a service thread, so it only notes it
+    /// and wakes the fetch thread (which decides whether the rate allows a fetch now).
+    public func unknownKid() {
+        condition.lock()
+        schedule.unknownKid()
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// SIGHUP: fetch now, whatever the schedule.
+    public func refreshNow() {
+        condition.lock()
+        schedule.refreshNow(now: clock())
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Ends the thread (a fetch in progress is cancelled) and waits for it.
+    public func stop() {
+        condition.lock()
+        let started = thread != nil && !stopping
+        stopping = true
+        condition.signal()
+        condition.unlock()
+        client.shutdown()
+        if started { finished.wait() }
+    }
+
+    private func run(_ verifier: TokenVerifier) {
+        defer { finished.signal() }
+        condition.lock()
+        while !stopping {
+            let now = clock()
+            guard schedule.isDue(now: now) else {
+                // Rechecked on the monotonic clock at every wake; the cap bounds what a
+                // wall-clock step could do to the wait.
+                let wait = min(schedule.nextFetch - now, 60_000)
+                _ = condition.wait(until: Date(timeIntervalSinceNow: Double(wait) / 1000))
+                continue
+            }
+            schedule.fetchStarted(now: now)
+            condition.unlock()
+            let fetched = fetchOnce()
+            if let fetched { verifier.reload(fetched.keys) }
+            condition.lock()
+            finishSchedule(fetched)
+        }
+        condition.unlock()
+    }
+
+    /// Under `condition`: the next fetch after this one, logged when it failed.
+    private func finishSchedule(_ fetched: (keys: KeySet, cacheControl: String?)?) {
+        let now = clock()
+        if let fetched {
+            schedule.succeeded(now: now, cacheControl: fetched.cacheControl)
+        } else {
+            schedule.failed(now: now)
+            let inForce = status.age == nil
+                ? "no key set yet: the identity provider's tokens are refused"
+                : "the last good key set stays in force"
+            Log.warn("--jwks-url: \(inForce); next try in \((schedule.nextFetch - now + 999) / 1000) s",
+                     ["url": .string(url), "failures": .int(Int64(schedule.failures))])
+        }
+    }
+
+    /// One GET of the URL on this thread: the set and its Cache-Control, or nil (counted,
+    /// logged with the reason).
+    private func fetchOnce() -> (keys: KeySet, cacheControl: String?)? {
+        let request = HTTPRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
+                                  timeout: Self.timeout, bodyLimit: Self.bodyLimit)
+        let response: HTTPResponse
+        switch client.send(request) {
+        case .failure(let error):
+            return failed(.unreachable, "no answer: \(error.message)")
+        case .success(let r):
+            response = r
+        }
+        guard response.status == 200 else {
+            return failed(.status, "HTTP \(response.status) (redirects are not followed)")
+        }
+        guard !response.bodyTruncated else {
+            return failed(.invalid, "the answer is larger than \(Self.bodyLimit >> 10) KiB")
+        }
+        let set: KeySet
+        do { set = try KeySet.jwksSet(response.body, name: url) } catch {
+            return failed(.invalid, error.message)
+        }
+        status.record(.ok, keys: set.keys.count)
+        let cacheControl = response.header("Cache-Control")
+        // Logged when the keys change (first fetch, a rotation), not at every refresh.
+        if response.body != lastBody {
+            if set.skipped != lastSkipped { for note in set.skipped { Log.info("--jwks-url: \(note)") } }
+            let kids = set.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }
+            Log.info("--jwks-url: identity provider keys from \(url): \(kids.joined(separator: ", ")); refreshed every \(KeyRefresh.interval(cacheControl: cacheControl) / 1000) s",
+                     ["url": .string(url), "keys": .int(Int64(set.keys.count)),
+                      "kids": .string(set.keys.map { $0.kid ?? "" }.joined(separator: ","))])
+        }
+        lastBody = response.body
+        lastSkipped = set.skipped
+        return (set, cacheControl)
+    }
+
+    private func failed(_ result: KeySourceStatus.Result, _ why: String) -> (keys: KeySet, cacheControl: String?)? {
+        status.record(result)
+        Log.error("--jwks-url \(url): \(why)", ["url": .string(url), "result": .string(result.rawValue)])
+        return nil
+    }
+}
