@@ -48,12 +48,12 @@ public final class JWKSFetcher: @unchecked Sendable {  // `schedule`, `stopping`
     /// request's timeout): the set, or nil when the provider could not give one (logged; the
     /// server then starts without keys and the thread keeps trying).
     public func fetchFirst() -> KeySet? {
-        let set = fetchOnce()
+        let outcome = fetchOnce()
         condition.lock()
         schedule.fetchStarted(now: clock())
-        finishSchedule(set)
+        finishSchedule(outcome)
         condition.unlock()
-        return set?.keys
+        return try? outcome.get().keys
     }
 
     /// Starts the fetch thread, swapping each new set into `verifier`, which from now on
@@ -110,32 +110,42 @@ public final class JWKSFetcher: @unchecked Sendable {  // `schedule`, `stopping`
             }
             schedule.fetchStarted(now: now)
             condition.unlock()
-            let fetched = fetchOnce()
-            if let fetched { verifier.reload(fetched.keys) }
+            let outcome = fetchOnce()
+            if case .success(let fetched) = outcome { verifier.reload(fetched.keys) }
             condition.lock()
-            finishSchedule(fetched)
+            finishSchedule(outcome)
         }
         condition.unlock()
     }
 
-    /// Under `condition`: the next fetch after this one, logged when it failed.
-    private func finishSchedule(_ fetched: (keys: KeySet, cacheControl: String?)?) {
+    private typealias Fetched = (keys: KeySet, cacheControl: String?)
+    private struct Failure: Error {
+        let result: KeySourceStatus.Result
+        let why: String
+    }
+
+    /// Under `condition`: the next fetch after this one; a failure logged with what stays in
+    /// force and when the next try is.
+    private func finishSchedule(_ outcome: Result<Fetched, Failure>) {
         let now = clock()
-        if let fetched {
+        switch outcome {
+        case .success(let fetched):
             schedule.succeeded(now: now, cacheControl: fetched.cacheControl)
-        } else {
+        case .failure(let failure):
             schedule.failed(now: now)
-            let inForce = status.age == nil
-                ? "no key set yet: the identity provider's tokens are refused"
-                : "the last good key set stays in force"
-            Log.warn("--jwks-url: \(inForce); next try in \((schedule.nextFetch - now + 999) / 1000) s",
-                     ["url": .string(url), "failures": .int(Int64(schedule.failures))])
+            let next = "next try in \((schedule.nextFetch - now + 999) / 1000) s"
+            let fields: Log.Fields = ["url": .string(url), "result": .string(failure.result.rawValue),
+                                      "failures": .int(Int64(schedule.failures))]
+            if status.age == nil {
+                Log.error("--jwks-url \(url): \(failure.why); no key set yet, so the identity provider's tokens are refused; \(next)", fields)
+            } else {
+                Log.warn("--jwks-url \(url): \(failure.why); the last good key set stays in force; \(next)", fields)
+            }
         }
     }
 
-    /// One GET of the URL on this thread: the set and its Cache-Control, or nil (counted,
-    /// logged with the reason).
-    private func fetchOnce() -> (keys: KeySet, cacheControl: String?)? {
+    /// One GET of the URL on this thread: the set and its Cache-Control, or why not (counted).
+    private func fetchOnce() -> Result<Fetched, Failure> {
         let request = HTTPRequest(method: "GET", url: url, headers: [("Accept", "application/json")],
                                   timeout: Self.timeout, bodyLimit: Self.bodyLimit)
         let response: HTTPResponse
@@ -152,27 +162,26 @@ public final class JWKSFetcher: @unchecked Sendable {  // `schedule`, `stopping`
             return failed(.invalid, "the answer is larger than \(Self.bodyLimit >> 10) KiB")
         }
         let set: KeySet
-        do { set = try KeySet.jwksSet(response.body, name: url) } catch {
+        do { set = try KeySet.jwksSet(response.body, name: "JWKS") } catch {
             return failed(.invalid, error.message)
         }
         status.record(.ok, keys: set.keys.count)
         let cacheControl = response.header("Cache-Control")
         // Logged when the keys change (first fetch, a rotation), not at every refresh.
         if response.body != lastBody {
-            if set.skipped != lastSkipped { for note in set.skipped { Log.info("--jwks-url: \(note)") } }
+            if set.skipped != lastSkipped { for note in set.skipped { Log.info("--jwks-url \(url): \(note)") } }
             let kids = set.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }
-            Log.info("--jwks-url: identity provider keys from \(url): \(kids.joined(separator: ", ")); refreshed every \(KeyRefresh.interval(cacheControl: cacheControl) / 1000) s",
+            Log.info("--jwks-url \(url): identity provider keys \(kids.joined(separator: ", ")); refreshed every \(KeyRefresh.interval(cacheControl: cacheControl) / 1000) s",
                      ["url": .string(url), "keys": .int(Int64(set.keys.count)),
                       "kids": .string(set.keys.map { $0.kid ?? "" }.joined(separator: ","))])
         }
         lastBody = response.body
         lastSkipped = set.skipped
-        return (set, cacheControl)
+        return .success((set, cacheControl))
     }
 
-    private func failed(_ result: KeySourceStatus.Result, _ why: String) -> (keys: KeySet, cacheControl: String?)? {
+    private func failed(_ result: KeySourceStatus.Result, _ why: String) -> Result<Fetched, Failure> {
         status.record(result)
-        Log.error("--jwks-url \(url): \(why)", ["url": .string(url), "result": .string(result.rawValue)])
-        return nil
+        return .failure(Failure(result: result, why: why))
     }
 }
