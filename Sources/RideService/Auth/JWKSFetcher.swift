@@ -113,6 +113,7 @@ public final class JWKSFetcher: @unchecked Sendable {  // `schedule`, `stopping`
             let outcome = fetchOnce()
             if case .success(let fetched) = outcome { verifier.reload(fetched.keys) }
             condition.lock()
+            if stopping { break }  // a fetch cancelled by `stop` is no failure to log
             finishSchedule(outcome)
         }
         condition.unlock()
