@@ -197,6 +197,7 @@ def test_each_signing_key_accepted_the_encryption_key_skipped_and_the_age_on_met
         assert log.count('(kid "kc-enc-1"): skipped, ') == 1, log
         assert log.count("identity provider keys kc-rsa-1 RS256, kc-ec-1 ES256; refreshed every 300 s") == 1, log  # max-age=60: the 5 min floor
         assert provider.fetches() == 2
+        assert "ridepush: identity provider keys from %s: kc-rsa-1 RS256, kc-ec-1 ES256" % provider.url in log, log
 
 
 def test_a_rotated_key_is_picked_up_at_the_first_token_naming_it_without_sighup(provider):
@@ -246,6 +247,7 @@ def test_the_last_keys_stay_while_the_endpoint_serves_garbage_errors_or_is_down(
         assert metric(text, "ridepush_jwks_age_seconds") > 0, text
         log = "\n".join(srv.lines)
         assert "the last good key set stays in force" in log and "HTTP 503" in log, log
+        assert log.count("SIGHUP: fetching --jwks-url %s now" % provider.url) == 3, log
         # Back up: the next fetch (an unknown kid here) takes the set again, and healthz says ok.
         provider.mode = "ok"
         provider.up()
@@ -276,7 +278,9 @@ def test_started_with_the_endpoint_down_refuses_provider_tokens_until_a_first_se
             text = metrics(srv)
             assert metric(text, "ridepush_jwks_age_seconds") is None, text
             assert metric(text, 'ridepush_jwks_fetch_total{result="unreachable"}') >= 1, text
-            assert "no key set yet, so the identity provider's tokens are refused" in "\n".join(srv.lines)
+            log = "\n".join(srv.lines)
+            assert "no key set yet, so the identity provider's tokens are refused" in log, log
+            assert "identity provider keys from %s: none yet" % provider.url in log, log
             provider.up()
             wait_until(lambda: accepted(srv, token), timeout=15, what="the first set fetched")
             status, body = health(srv)

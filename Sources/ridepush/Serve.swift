@@ -54,7 +54,7 @@ let serveOptions: OptionTable = {
         .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
-        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
+        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks, --jwks-url); proxies come from HTTPS_PROXY/NO_PROXY"),
         .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
         .int("--drain-seconds", placeholder: "SECONDS", range: 0...3600, env: "RIDEPUSH_DRAIN_SECONDS", default: d.drainSeconds, help: "on SIGTERM: /healthz says draining (503), the port closes, and the WebSockets are closed with 1012 spread over this many seconds so riders reconnect to other nodes in a trickle; the process exits at once when none is left (docs/operations.md#rolling-restarts); 0: close them all at once"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
@@ -242,8 +242,9 @@ func serveCommand(_ args: [String]) -> Int32 {
                              "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
         }
         if keyFetcher == nil { for note in c.identityKeys.skipped { Log.info(note) } }
-        if !c.identityKeys.isEmpty {
-            print("ridepush: identity provider keys: " + c.identityKeys.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }.joined(separator: ", ")
+        if !c.identityKeys.isEmpty || keyFetcher != nil {
+            let kids = c.identityKeys.isEmpty ? "none yet (refused until --jwks-url answers)" : c.identityKeys.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }.joined(separator: ", ")
+            print("ridepush: identity provider keys\(keyFetcher.map { " from \($0.url)" } ?? ""): " + kids
                   + (configuredSecret == nil ? " (no HS256 secret: RidePush's own tokens and share links are off)" : ", and HS256"))
         }
         if let (t, ops) = links {

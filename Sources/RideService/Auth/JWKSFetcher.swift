@@ -79,6 +79,7 @@ public final class JWKSFetcher: @unchecked Sendable {  // `schedule`, `stopping`
 
     /// SIGHUP: fetch now, whatever the schedule.
     public func refreshNow() {
+        Log.info("SIGHUP: fetching --jwks-url \(url) now", ["url": .string(url)])
         condition.lock()
         schedule.refreshNow(now: clock())
         condition.signal()
