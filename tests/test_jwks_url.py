@@ -45,7 +45,8 @@ def encryption_jwk(kid):
 
 class Provider:
     """The identity provider's JWKS endpoint over TLS. `mode`: "ok" serves `keys` with
-    `cache_control`, "garbage" a 200 that is not JSON, "error" a 503. `down()` closes the port
+    `cache_control`, "garbage" a 200 that is not JSON, "error" a 503, "hang" the keys only once
+    `release` is set. `down()` closes the port
     (connections refused), `up()` listens on the same port again."""
 
     def __init__(self, pki, port=0):
@@ -54,6 +55,7 @@ class Provider:
         self.mode = "ok"
         self.cache_control = "max-age=60, must-revalidate, no-transform"
         self.requests = 0
+        self.release = threading.Event()  # "hang" mode: answered once this is set
         self.lock = threading.Lock()
         self.port = port
         self.httpd = None
@@ -77,6 +79,10 @@ class Provider:
                 if self.path != PATH:
                     self.send_error(404)
                     return
+                if mode == "hang":
+                    provider.release.wait(20)
+                    with provider.lock:
+                        keys = list(provider.keys)
                 if mode == "error":
                     self.send_error(503)
                     return
@@ -223,6 +229,29 @@ def test_a_rotated_key_is_picked_up_at_the_first_token_naming_it_without_sighup(
         time.sleep(1.5)
         assert provider.fetches() == 2
         assert fetched(srv, "ok") == 2
+
+
+def test_a_provider_that_hangs_holds_no_request_of_the_server(provider):
+    """The fetch waits on its own thread: while the provider sits on the request, tokens, the
+    unknown kid that caused it and /healthz are answered at once."""
+    with serve(provider) as srv:
+        token = provider.signing["ES256"].token(claims(), provider.kids["ES256"])
+        rotated = Key("RS256")
+        provider.mode = "hang"
+        with provider.lock:
+            provider.keys = provider.keys + [keycloak_jwk(rotated, "kc-rsa-2")]
+        new = rotated.token(claims(), "kc-rsa-2")
+        started = time.monotonic()
+        assert verdict(srv, new)[0] == 401
+        wait_until(lambda: provider.fetches() == 2, timeout=5, what="the fetch under way")
+        for _ in range(5):
+            assert accepted(srv, token)
+            assert health(srv)[0] == 200
+        assert verdict(srv, new)[0] == 401  # still the old set, and no second fetch (rate)
+        assert time.monotonic() - started < 5, "requests waited on the provider"
+        provider.release.set()
+        wait_until(lambda: accepted(srv, new), timeout=10, what="the key from the answer that hung")
+        assert provider.fetches() == 2
 
 
 def test_the_last_keys_stay_while_the_endpoint_serves_garbage_errors_or_is_down(provider):
