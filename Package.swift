@@ -92,7 +92,7 @@ let package = Package(
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
-        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks", "COpenSSL"]),
+        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks", "RideHTTPClient", "COpenSSL"]),
         .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideAuth", "RideWebhooks", "RideHTTPClient", "CLibWebSockets", "CEpoll"]),
         .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideWebhooks", "RideHTTPClient", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.

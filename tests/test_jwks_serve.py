@@ -139,7 +139,7 @@ def test_an_asymmetric_token_without_the_keys_configured_is_refused(provider):
 
 def test_keys_with_auth_off_or_a_bad_key_file_are_refused_at_start(provider, tmp_path):
     off = Server("--jwks-file", provider["jwks"], auth="none")
-    with pytest.raises(RuntimeError, match="--jwks-file and --jwt-public-key need --auth jwt"):
+    with pytest.raises(RuntimeError, match="--jwks-file, --jwks-url and --jwt-public-key need --auth jwt"):
         off.start()
     broken = tmp_path / "broken.json"
     broken.write_text('{"keys": []}')

@@ -54,7 +54,7 @@ def test_the_command_line_beats_the_environment():
 @pytest.mark.parametrize("command, options", [
     (["serve"], ["--host ADDR", "--port N", "--public DIR", "--store PATH|memory|postgresql://USER@HOST:PORT/DB",
                  "--create-store", "--store-password-file F", "--plans FILE", "--zones FILE", "--max-speed-kph KPH", "--auth jwt|none", "--jwt-secret-file FILE",
-                 "--jwks-file FILE", "--jwt-public-key FILE", "--jwt-issuer ISS", "--jwt-audience AUD", "--jwt-any-issuer",
+                 "--jwks-file FILE", "--jwks-url URL", "--jwt-public-key FILE", "--jwt-issuer ISS", "--jwt-audience AUD", "--jwt-any-issuer",
                  "--jwt-claim-namespace PREFIX", "--tls-cert FILE", "--tls-key FILE", "--threads N", "--max-frame BYTES", "--max-subscriptions N",
                  "--max-open-rides-per-rider N", "--max-connections-per-ip N", "--trust-proxy", "--control-rate N", "--keepalive SECONDS",
                  "--handshake-timeout SECONDS", "--slow-consumer-lag SECONDS", "--log-format text|json", "--webhook URL", "--webhook-secret-file F",

@@ -80,6 +80,15 @@ public struct KeySet: Sendable {
         return keys
     }
 
+    /// A JWKS document as a whole set (`--jwks-url`'s answer), saying in `skipped` which
+    /// encryption keys were left out.
+    public static func jwksSet(_ bytes: [UInt8], name: String) throws(KeyError) -> KeySet {
+        var skipped: [String] = []
+        var set = try KeySet(try jwks(bytes, name: name, skipped: &skipped))
+        set.skipped = skipped
+        return set
+    }
+
     /// `--jwks-file` and `--jwt-public-key` read from disk, as at start and on SIGHUP.
     public static func load(jwksFile: String?, publicKeyFile: String?) throws(KeyError) -> KeySet {
         var keys = [PublicKey]()

@@ -52,6 +52,10 @@ public final class TokenVerifier: Sendable {
     /// Swapped whole by `reload`; a verify in progress keeps the set it started with.
     private let current: Locked<KeySet>
 
+    /// Told when a token names a kid the set lacks (or comes while the set is still empty), on
+    /// the verifying thread: a service thread, so it only takes note (`JWKSFetcher` fetches).
+    private let unknownKidObserver = Locked<(@Sendable () -> Void)?>(nil)
+
     /// `secret` nil: HS256 tokens are refused. An empty `keys`: asymmetric tokens are refused.
     public init(secret: [UInt8]?, keys: KeySet = .empty, policy: Policy = Policy()) {
         hs256 = secret.map { TokenSigner(secret: $0) }
@@ -70,6 +74,12 @@ public final class TokenVerifier: Sendable {
             held = keys
             return old
         }
+    }
+
+    /// Where keys are fetched (`--jwks-url`): `observer` hears of every token refused for a kid
+    /// the set lacks, so the set can be fetched again. It must not block.
+    public func onUnknownKid(_ observer: @escaping @Sendable () -> Void) {
+        unknownKidObserver.withLock { $0 = observer }
     }
 
     /// SIGHUP: reads the key files again and swaps the set in only if they load; on an error
@@ -106,7 +116,8 @@ public final class TokenVerifier: Sendable {
             }
             return try hs256.verify(token, now: now)
         }
-        guard let algorithm = KeyAlgorithm(rawValue: alg), !keys.isEmpty else {
+        // With keys fetched (`onUnknownKid`), an empty set is one not fetched yet: said so below.
+        guard let algorithm = KeyAlgorithm(rawValue: alg), !keys.isEmpty || unknownKidObserver.withLock({ $0 }) != nil else {
             throw TokenError(.unsupportedAlgorithm, "token alg \"\(TokenSigner.printable(alg))\" refused (accepted: \(accepted))")
         }
         // Refused before any crypto: with a pin missing, a token the same keys signed for
@@ -121,6 +132,10 @@ public final class TokenVerifier: Sendable {
             throw TokenError(.malformed, "token header has crit extensions, none are supported")
         }
         guard let key else {
+            if kid != nil || keys.isEmpty, let observer = unknownKidObserver.withLock({ $0 }) { observer() }
+            if keys.isEmpty {
+                throw TokenError(.unknownKey, "the identity provider's keys have not been fetched yet (--jwks-url); try again shortly")
+            }
             if let kid { throw TokenError(.unknownKey, "token kid \"\(TokenSigner.printable(kid))\" is not a known key") }
             throw TokenError(.unknownKey, "token has no kid (the identity provider's keys are chosen by kid)")
         }

@@ -92,7 +92,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         publicDir = URL(fileURLWithPath: config.publicDir).standardizedFileURL.path
         if case .jwt(let secret) = config.auth {
-            guard secret != nil || !config.identityKeys.isEmpty else {
+            guard secret != nil || !config.identityKeys.isEmpty || config.jwksURL != nil else {
                 throw ServerError("tokens required but neither an HS256 secret nor an identity provider's key is configured")
             }
             signer = secret.map { TokenSigner(secret: $0) }
@@ -355,7 +355,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             draining: draining.load(ordering: .relaxed),
             connections: metrics.connections.load(ordering: .relaxed), subscribers: metrics.subscribers.load(ordering: .relaxed),
             rides: registry.counts, connectionsPerThread: shards.map { $0.connectionCount.load(ordering: .relaxed) },
-            ticks: metrics.tickRounds.load(ordering: .relaxed), storeHealth: storeWorker.health
+            ticks: metrics.tickRounds.load(ordering: .relaxed), storeHealth: storeWorker.health, identityKeys: config.keySource
         ).verdict()
     }
 

@@ -48,6 +48,7 @@ extension Hub {
         }
         out.append(geoCounters.prometheusText())
         if let retention { out.append(retention.prometheusText()) }
+        if let keys = config.keySource { out.append(keys.prometheusText()) }
         out.histogram("ridepush_tick_lateness_seconds", "How late the shared timer fired after the whole second.", m.lateness)
         out.histogram("ridepush_fanout_duration_seconds", "Time one thread spent handing one tick to its subscribers.", m.fanout)
         metric("ridepush_build_info", "gauge", "Always 1; the labels say which build is running.",

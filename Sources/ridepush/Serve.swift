@@ -30,9 +30,10 @@ let serveOptions: OptionTable = {
         .string("--jwt-secret-file", placeholder: "FILE", help: "HS256 secret, or RIDEPUSH_JWT_SECRET; without either a random secret is made once and kept in ridepush.secret beside the SQLite store (mode 0600; per process with --store memory or PostgreSQL), and the page, device-client and operator console links are printed with tokens"),
         // The identity provider's tokens (docs/jwks.md); re-read on SIGHUP.
         .string("--jwks-file", placeholder: "FILE", env: "RIDEPUSH_JWKS_FILE", help: "the identity provider's public keys as a JWKS (RS256, ES256, EdDSA), chosen by the token's kid; re-read on SIGHUP"),
+        .string("--jwks-url", placeholder: "URL", env: "RIDEPUSH_JWKS_URL", help: "fetch the identity provider's JWKS from this https:// URL instead (Keycloak's …/protocol/openid-connect/certs, Auth0's /.well-known/jwks.json; a private CA with --outbound-ca-file): refreshed on its Cache-Control max-age within 5 min to 24 h, at once for an unknown kid (at most once a minute) and on SIGHUP; a failed fetch keeps the last good set"),
         .string("--jwt-public-key", placeholder: "FILE", env: "RIDEPUSH_JWT_PUBLIC_KEY", help: "one PEM public key (RSA, P-256 or Ed25519) for the identity provider's tokens; re-read on SIGHUP"),
-        .string("--jwt-issuer", placeholder: "ISS", env: "RIDEPUSH_JWT_ISSUER", help: "the iss the identity provider's tokens must carry; required with --jwks-file or --jwt-public-key (or --jwt-any-issuer)"),
-        .string("--jwt-audience", placeholder: "AUD", env: "RIDEPUSH_JWT_AUDIENCE", help: "the aud the identity provider's tokens must name; required with --jwks-file or --jwt-public-key (or --jwt-any-issuer)"),
+        .string("--jwt-issuer", placeholder: "ISS", env: "RIDEPUSH_JWT_ISSUER", help: "the iss the identity provider's tokens must carry; required with --jwks-file, --jwks-url or --jwt-public-key (or --jwt-any-issuer)"),
+        .string("--jwt-audience", placeholder: "AUD", env: "RIDEPUSH_JWT_AUDIENCE", help: "the aud the identity provider's tokens must name; required with --jwks-file, --jwks-url or --jwt-public-key (or --jwt-any-issuer)"),
         .flag("--jwt-any-issuer", env: "RIDEPUSH_JWT_ANY_ISSUER", help: "accept the identity provider's tokens whatever iss or aud they carry where --jwt-issuer or --jwt-audience is not given (never with a shared key set such as Firebase's: any project's tokens would be accepted); logged as a warning at start"),
         .string("--jwt-claim-namespace", placeholder: "PREFIX", env: "RIDEPUSH_JWT_CLAIM_NAMESPACE", help: "read scope, rides and ops of the identity provider's tokens as PREFIXscope, PREFIXrides, PREFIXops"),
         .string("--tls-cert", placeholder: "FILE", env: "RIDEPUSH_TLS_CERT", help: "PEM certificate: serve https:// and wss://"),
@@ -53,7 +54,7 @@ let serveOptions: OptionTable = {
         .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
-        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks); proxies come from HTTPS_PROXY/NO_PROXY"),
+        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks, --jwks-url); proxies come from HTTPS_PROXY/NO_PROXY"),
         .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
         .int("--drain-seconds", placeholder: "SECONDS", range: 0...3600, env: "RIDEPUSH_DRAIN_SECONDS", default: d.drainSeconds, help: "on SIGTERM: /healthz says draining (503), the port closes, and the WebSockets are closed with 1012 spread over this many seconds so riders reconnect to other nodes in a trickle; the process exits at once when none is left (docs/operations.md#rolling-restarts); 0: close them all at once"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
@@ -116,8 +117,8 @@ func serveCommand(_ args: [String]) -> Int32 {
         var configuredSecret: [UInt8]?
         switch o.string("--auth")! {
         case "none":
-            if o.string("--jwks-file") != nil || o.string("--jwt-public-key") != nil {
-                throw ServerError("--jwks-file and --jwt-public-key need --auth jwt (with --auth none no token is checked)")
+            if o.string("--jwks-file") != nil || o.string("--jwt-public-key") != nil || o.string("--jwks-url") != nil {
+                throw ServerError("--jwks-file, --jwks-url and --jwt-public-key need --auth jwt (with --auth none no token is checked)")
             }
             guard c.host.hasPrefix("127.") || c.host == "localhost" || c.host == "::1" || c.host == "[::1]" else {
                 throw ServerError("--auth none is refused with --host \(c.host): anyone on the network could end anyone's ride. Bind 127.0.0.1 or use tokens.")
@@ -129,16 +130,17 @@ func serveCommand(_ args: [String]) -> Int32 {
             } catch { throw ServerError(error.message) }
             c.jwksFile = o.string("--jwks-file")
             c.jwtPublicKeyFile = o.string("--jwt-public-key")
+            c.jwksURL = try jwksURL(o.string("--jwks-url"), besideFiles: c.jwksFile != nil || c.jwtPublicKeyFile != nil)
             do { c.identityKeys = try KeySet.load(jwksFile: c.jwksFile, publicKeyFile: c.jwtPublicKeyFile) } catch {
                 throw ServerError(error.message)
             }
             c.tokenPolicy = TokenVerifier.Policy(issuer: o.string("--jwt-issuer"), audience: o.string("--jwt-audience"),
                                                  claimNamespace: o.string("--jwt-claim-namespace"), anyIssuer: o.flag("--jwt-any-issuer"))
-            if !c.identityKeys.isEmpty {
+            if !c.identityKeys.isEmpty || c.jwksURL != nil {
                 // Whoever else the provider's keys sign for (a shared key set signs for every
                 // project) would otherwise be accepted here, ops tokens included.
                 if let missing = c.tokenPolicy.unpinned {
-                    throw ServerError("--jwks-file and --jwt-public-key need --jwt-issuer and --jwt-audience (no \(missing) given): without them a token the same keys signed for anyone else is accepted. To accept any issuer and audience on purpose, add --jwt-any-issuer")
+                    throw ServerError("--jwks-file, --jwks-url and --jwt-public-key need --jwt-issuer and --jwt-audience (no \(missing) given): without them a token the same keys signed for anyone else is accepted. To accept any issuer and audience on purpose, add --jwt-any-issuer")
                 }
                 let open = [c.tokenPolicy.issuer == nil ? "iss" : nil, c.tokenPolicy.audience == nil ? "aud" : nil].compactMap { $0 }
                 if c.tokenPolicy.anyIssuer, !open.isEmpty {
@@ -209,7 +211,7 @@ func serveCommand(_ args: [String]) -> Int32 {
             }
         }
         // After the store: its folder exists, and a refused store leaves no secret file behind.
-        if case .jwt = c.auth, configuredSecret == nil, c.identityKeys.isEmpty {
+        if case .jwt = c.auth, configuredSecret == nil, c.identityKeys.isEmpty, c.jwksURL == nil {
             let secret: [UInt8]
             do { (secret, secretNote) = try generatedSecret(store: c.store) } catch {
                 throw ServerError("\(error.message) (with no secret configured the server keeps the one it makes beside the store; or set RIDEPUSH_JWT_SECRET or --jwt-secret-file)")
@@ -220,7 +222,10 @@ func serveCommand(_ args: [String]) -> Int32 {
             links = (signer.sign(TokenClaims(sub: "local", scope: .control, exp: now + 12 * 3600, iat: now)),
                      signer.sign(TokenClaims(sub: "ops", scope: .control, ops: true, exp: now + 12 * 3600, iat: now)))
         }
+        let keyFetcher: JWKSFetcher?
+        if let url = c.jwksURL { keyFetcher = try firstKeyFetch(url, config: &c) } else { keyFetcher = nil }
         let hub = try Hub(config: c, store: store, faults: StoreFaults.fromEnvironment(), outbox: outbox)
+        if let keyFetcher, let verifier = hub.verifier { keyFetcher.start(verifier: verifier) }
         let scheme = c.tlsCert == nil ? "http" : "https"
         // What is really bound; for every interface also where this machine reaches it.
         let bound = hub.urlHost, shown = hub.localURLHost
@@ -237,9 +242,10 @@ func serveCommand(_ args: [String]) -> Int32 {
             Log.info("serving", ["url": .string("\(scheme)://\(bound):\(hub.port)/"), "threads": .int(Int64(c.threads)),
                              "version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
         }
-        for note in c.identityKeys.skipped { Log.info(note) }
-        if !c.identityKeys.isEmpty {
-            print("ridepush: identity provider keys: " + c.identityKeys.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }.joined(separator: ", ")
+        if keyFetcher == nil { for note in c.identityKeys.skipped { Log.info(note) } }
+        if !c.identityKeys.isEmpty || keyFetcher != nil {
+            let kids = c.identityKeys.isEmpty ? "none yet (refused until --jwks-url answers)" : c.identityKeys.keys.map { "\($0.kid ?? "(no kid)") \($0.algorithm.rawValue)" }.joined(separator: ", ")
+            print("ridepush: identity provider keys\(keyFetcher.map { " from \($0.url)" } ?? ""): " + kids
                   + (configuredSecret == nil ? " (no HS256 secret: RidePush's own tokens and share links are off)" : ", and HS256"))
         }
         if let (t, ops) = links {
@@ -252,8 +258,9 @@ func serveCommand(_ args: [String]) -> Int32 {
         // SIGTERM (systemd, a rolling restart) drains over --drain-seconds; SIGINT is a person
         // at a terminal, who wants the prompt back now: everything closes at once.
         let drainSeconds = c.drainSeconds
-        waitForSignals(drainSeconds: drainSeconds, reload: { hub.reloadKeys() }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
+        waitForSignals(drainSeconds: drainSeconds, reload: { if let keyFetcher { keyFetcher.refreshNow() } else { hub.reloadKeys() } }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
         hub.run()
+        keyFetcher?.stop()
         closeOutbox()  // the sender stopped within run()
         print("ridepush: stopped")
         return 0

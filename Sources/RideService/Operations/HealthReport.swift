@@ -19,10 +19,13 @@ package struct HealthReport {
     package var connectionsPerThread: [Int]
     package var ticks: Int
     package var storeHealth: StoreHealth
+    /// `--jwks-url`'s fetches (nil without it): no set yet is degraded, a failed refresh with
+    /// the last good set in force is not.
+    package var identityKeys: KeySourceStatus?
 
     package init(version: String, commit: String, tickAge: Int64, loopAges: [Int64], store: String, listener: String?,
                  draining: Bool, connections: Int, subscribers: Int, rides: (riding: Int, paused: Int, ended: Int), connectionsPerThread: [Int],
-                 ticks: Int, storeHealth: StoreHealth) {
+                 ticks: Int, storeHealth: StoreHealth, identityKeys: KeySourceStatus? = nil) {
         self.version = version
         self.commit = commit
         self.tickAge = tickAge
@@ -36,13 +39,14 @@ package struct HealthReport {
         self.connectionsPerThread = connectionsPerThread
         self.ticks = ticks
         self.storeHealth = storeHealth
+        self.identityKeys = identityKeys
     }
 
     /// Healthy when the ticker ticked and every thread looped within `Health.stallMillis`, the
-    /// store says ok and the listener (if any) is up; then the document, served 200 or 503.
+    /// store says ok, the listener (if any) is up and `--jwks-url` (if given) gave a set; then the document, served 200 or 503.
     package func verdict() -> (ok: Bool, json: [UInt8]) {
         let healthy = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store == "ok"
-            && (listener ?? "ok") == "ok"
+            && (listener ?? "ok") == "ok" && identityKeys?.word != "failing"
         let (ok, status) = Health.status(healthy: healthy, draining: draining)
         var w = JSONWriter()
         w.beginObject()
@@ -71,6 +75,7 @@ package struct HealthReport {
         w.endArray()
         w.field("store", store)
         Health.writeStoreAges(storeHealth, into: &w)
+        identityKeys?.writeHealth(into: &w)
         w.endObject()
         return (ok, w.bytes)
     }

@@ -35,6 +35,10 @@ public struct ServerConfig: Sendable {
     public var jwksFile: String?
     public var jwtPublicKeyFile: String?
     public var identityKeys: KeySet = .empty
+    /// `--jwks-url`: the keys are fetched from the provider instead (docs/jwks.md), and what
+    /// the fetches achieved, for /metrics and /healthz (nil without it).
+    public var jwksURL: String?
+    public var keySource: KeySourceStatus?
     public var tokenPolicy = TokenVerifier.Policy()
     /// Tests only (`--ws-echo BYTES`): serve the echo WebSocket at /echo (EchoEndpoint.swift)
     /// taking messages up to this size; nil (the default): no /echo.
