@@ -48,12 +48,17 @@ $(VENV)/.ok: tests/requirements.txt
 
 venv: deps-test $(VENV)/.ok
 
+# The Swift unit tests: no sleeps, no servers or child processes (docs/testing.md).
 unit: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --skip RideIntegrationTests
 
-# RIDEPUSH_CHECK_SCHEMA: every message a test client receives is checked against docs/asyncapi.yaml.
+# The Swift tests against real stores, servers and processes (Tests/RideIntegrationTests), then
+# pytest against the binary. RIDEPUSH_CHECK_SCHEMA: every message a test client receives is
+# checked against docs/asyncapi.yaml.
 integration: build venv
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter RideIntegrationTests
 	mkdir -p $(OUT)
 	RIDEPUSH_CHECK_SCHEMA=1 RIDEPUSH_BIN=$(CURDIR)/.build/debug/ridepush RIDEPUSH_OUT=$(CURDIR)/$(OUT) \
 		$(PY) -m pytest -q tests

@@ -110,9 +110,14 @@ let package = Package(
         .testTarget(name: "RidePushServerTests", dependencies: ["RidePushServer", "RideService", "RideCore", "RideProtocol", "RideStore", "RideStorePostgres", "CEpoll"]),
         .testTarget(name: "RideBenchTests", dependencies: ["RideBench"]),
         .testTarget(name: "RideOptionsTests", dependencies: ["RideOptions"]),
-        .testTarget(name: "RideHTTPClientTests", dependencies: ["RideHTTPClient"]),
         .testTarget(name: "RideWebhooksTests", dependencies: ["RideWebhooks", "RideCore", "RideStore", "RideStoreSQLite"]),
         .testTarget(name: "RideDevicePushTests", dependencies: ["RideDevicePush", "RideProtocol", "RideCore", "RideAuth"]),
+        // Tests against real things, with bounded waits: SQLite files, a PostgreSQL server, local
+        // HTTP servers in child processes, threads racing a store (docs/testing.md). The targets
+        // above are unit tests: no sleeps, timers on a manual clock.
+        .testTarget(name: "RideIntegrationTests", dependencies: [
+            "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideStoreTesting", "RideCore", "RideWebhooks", "RideHTTPClient",
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

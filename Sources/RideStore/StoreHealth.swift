@@ -37,13 +37,16 @@ public enum StoreState: String, Sendable {
 }
 
 /// The worker's record of its store (see `StoreHealthReport`), shared with readers on other
-/// threads. Its clock is injected so tests step time by hand.
+/// threads. Its clock is injected so tests step time by hand, and `changed` runs after every
+/// change (on the thread that made it), so a test waits for one on a condition, not a poll.
 public final class StoreHealth: Sendable {
     private let report = Locked(StoreHealthReport())  // Locked, not Mutex: TSan sees pthread locks only
     public let clock: @Sendable () -> Int64
+    private let changed: (@Sendable () -> Void)?
 
-    public init(clock: @escaping @Sendable () -> Int64 = StoreHealth.monotonicMillis) {
+    public init(clock: @escaping @Sendable () -> Int64 = StoreHealth.monotonicMillis, changed: (@Sendable () -> Void)? = nil) {
         self.clock = clock
+        self.changed = changed
     }
 
     public static let monotonicMillis: @Sendable () -> Int64 = { systemMicros(CLOCK_MONOTONIC) / 1000 }
@@ -52,14 +55,14 @@ public final class StoreHealth: Sendable {
 
     public func state(stallMillis: Int64) -> StoreState { snapshot.state(now: clock(), stallMillis: stallMillis) }
 
-    func commitBegan() { let t = clock(); report.withLock { $0.commitSince = t } }
-    func commitEnded() { report.withLock { $0.commitSince = nil } }
-    func syncBegan() { let t = clock(); report.withLock { $0.syncSince = t } }
-    func syncEnded() { report.withLock { $0.syncSince = nil } }
+    func commitBegan() { let t = clock(); update { $0.commitSince = t } }
+    func commitEnded() { update { $0.commitSince = nil } }
+    func syncBegan() { let t = clock(); update { $0.syncSince = t } }
+    func syncEnded() { update { $0.syncSince = nil } }
 
     func succeeded() {
         let t = clock()
-        report.withLock { r in
+        update { r in
             r.lastSuccess = t
             r.failing = false
         }
@@ -67,11 +70,16 @@ public final class StoreHealth: Sendable {
 
     func failed(_ message: String) {
         let t = clock()
-        report.withLock { r in
+        update { r in
             r.lastFailure = t
             r.lastFailureMessage = message
             r.failing = true
         }
+    }
+
+    private func update(_ body: (inout StoreHealthReport) -> Void) {
+        report.withLock(body)
+        changed?()
     }
 }
 

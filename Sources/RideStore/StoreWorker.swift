@@ -117,16 +117,24 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         #endif
     }
 
-    /// Starts the worker thread (and the sync thread, for a store that defers its sync).
+    /// Starts the worker thread (and the sync thread, for a store that defers its sync). Each
+    /// thread holds the worker only while it runs and says it stopped after letting go, so a
+    /// worker whose stop() returned is freed with its owner (LeakSanitizer; HubLifetimeTests).
     public func start() {
         if let sync = deferring?.logSync {
-            let s = Thread { [self] in syncLoop(sync) }
+            let syncStopped = syncStopped
+            let s = Thread { [weak self] in
+                if self?.syncLoop(sync) ?? true { syncStopped.signal() }
+            }
             s.name = "ride-store-sync"
             s.start()
         } else {
             syncStopped.signal()
         }
-        let t = Thread { [self] in run() }
+        let stopped = stopped
+        let t = Thread { [weak self] in
+            if self?.run() ?? true { stopped.signal() }
+        }
         t.name = "ride-store"
         t.start()
     }
@@ -240,10 +248,11 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         }
     }
 
-    private func run() {
+    /// False when a fatal failure ended it (stop() then never returns: the process is ending).
+    private func run() -> Bool {
         workerThread.withLock { $0 = pthread_self() }
         while let jobs = take() {
-            guard commitGroup(jobs) else { return }
+            guard commitGroup(jobs) else { return false }
         }
         syncWake.lock()
         syncQuit = true
@@ -251,7 +260,7 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         syncWake.unlock()
         syncStopped.wait()
         store.close()
-        stopped.signal()
+        return true
     }
 
     /// Decides and writes one group; false when the process must stop (fate unknown).
@@ -309,7 +318,8 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
         syncWake.unlock()
     }
 
-    private func syncLoop(_ sync: @Sendable () throws(StoreError) -> Void) {
+    /// False when a failed sync ended it (fatal).
+    private func syncLoop(_ sync: @Sendable () throws(StoreError) -> Void) -> Bool {
         while true {
             syncWake.lock()
             while handed.isEmpty && !syncQuit { syncWake.wait() }
@@ -328,11 +338,11 @@ public final class StoreWorker<Client: GroupCommitClient>: @unchecked Sendable {
                     health.succeeded()
                 } catch {
                     fatal(error)
-                    return
+                    return false
                 }
             }
             for g in groups { client.publish(g.group) }
         }
-        syncStopped.signal()
+        return true
     }
 }

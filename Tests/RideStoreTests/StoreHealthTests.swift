@@ -32,7 +32,8 @@ final class StoreHealthTests: XCTestCase {
 
     func testAFailingStoreIsProbedOnABackoffAndHealthyAgainWithoutAnyWrite() {
         let clock = ManualClock(0)
-        let health = StoreHealth { clock.now() }
+        let changes = HealthChanges()
+        let health = StoreHealth(clock: { clock.now() }, changed: changes.signal)
         let store = FlakyStore()
         let client = StoreWorkerTests.Starter()
         let worker = StoreWorker(store: store, client: client, health: health) { _ in XCTFail("not fatal") }
@@ -51,7 +52,7 @@ final class StoreHealthTests: XCTestCase {
         worker.nudge()
         XCTAssertEqual(store.probed.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(worker.probes.load(ordering: .relaxed), 1)
-        XCTAssertTrue(waitUntil { health.snapshot.lastFailureMessage == "still down" })
+        XCTAssertTrue(changes.wait { health.snapshot.lastFailureMessage == "still down" })
         XCTAssertEqual(health.state(stallMillis: 5_000), .failing)
         clock.advance(millis: 499)
         worker.nudge()
@@ -62,7 +63,7 @@ final class StoreHealthTests: XCTestCase {
         worker.nudge()
         XCTAssertEqual(store.probed.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(worker.probes.load(ordering: .relaxed), 2)
-        XCTAssertTrue(waitUntil { health.state(stallMillis: 5_000) == .ok })
+        XCTAssertTrue(changes.wait { health.state(stallMillis: 5_000) == .ok })
         XCTAssertEqual(worker.commits.load(ordering: .relaxed), 0)
         // Healthy: no more probes however long it idles.
         clock.advance(millis: 60_000)
@@ -143,12 +144,29 @@ final class StoreHealthTests: XCTestCase {
         XCTAssertEqual(health.state(stallMillis: 5_000), .ok)
     }
 
-    /// Polls `cond` for at most 10 s (a state another thread sets just after it signals).
-    private func waitUntil(_ cond: () -> Bool) -> Bool {
-        for _ in 0..<1000 {
-            if cond() { return true }
-            usleep(10_000)
+}
+
+/// The worker records a probe's verdict just after the store answered it (and signalled the
+/// test): the test waits for that change on a condition the health signals after each change.
+final class HealthChanges: @unchecked Sendable {  // no state of its own beyond the condition
+    private let condition = NSCondition()
+
+    var signal: @Sendable () -> Void {
+        { [condition] in
+            condition.lock()
+            condition.broadcast()
+            condition.unlock()
         }
-        return cond()
+    }
+
+    /// True once `holds` is true, checked after each change; false if 10 s pass without.
+    func wait(_ holds: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: 10)
+        condition.lock()
+        defer { condition.unlock() }
+        while !holds() {
+            guard condition.wait(until: deadline) else { return holds() }
+        }
+        return true
     }
 }

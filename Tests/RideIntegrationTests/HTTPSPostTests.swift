@@ -67,9 +67,9 @@ final class HTTPSPostTests: XCTestCase {
         let other = try receiver("other")
         let misnamed = try post("https://127.0.0.1:\(other.port)/ok", tls: TLSClient(caFile: "\(directory)/other.pem"))
         XCTAssertEqual(misnamed, .failed("TLS: certificate not trusted: IP address mismatch"))
-        // Neither receiver got a request.
-        XCTAssertEqual(local.requests(atLeast: 1, seconds: 0.3).count, 0)
-        XCTAssertEqual(other.requests(atLeast: 1, seconds: 0.3).count, 0)
+        // Neither receiver got a request: the handshake failed, so no request was ever sent.
+        XCTAssertEqual(local.requests(atLeast: 0).count, 0)
+        XCTAssertEqual(other.requests(atLeast: 0).count, 0)
     }
 
     func testPlainHTTPReceiverAndSilentPeer() throws {
@@ -79,19 +79,11 @@ final class HTTPSPostTests: XCTestCase {
         guard case .failed(let why) = result else { return XCTFail("\(result)") }
         XCTAssertTrue(why.hasPrefix("TLS: "), why)
         // A listener that never answers the ClientHello: the deadline covers the handshake.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (fd, port) = boundLoopbackSocket()
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
-            _ = bind(fd, p, length)
-            _ = getsockname(fd, p, &length)
-        } }
         XCTAssertEqual(listen(fd, 4), 0)
         let started = Date()
-        XCTAssertEqual(try post("https://127.0.0.1:\(UInt16(bigEndian: address.sin_port))/", tls: nil, timeout: 300), .timeout)
+        XCTAssertEqual(try post("https://127.0.0.1:\(port)/", tls: nil, timeout: 300), .timeout)
         XCTAssertLessThan(Date().timeIntervalSince(started), 2.0)
     }
 

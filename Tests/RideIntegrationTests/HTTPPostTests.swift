@@ -86,18 +86,7 @@ final class HTTPPostReceiverTests: XCTestCase {
     }
 
     func testConnectionRefused() throws {
-        // A port that was just free: bound, then closed, so nothing listens there.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
-            _ = bind(fd, p, length)
-            _ = getsockname(fd, p, &length)
-        } }
-        let port = UInt16(bigEndian: address.sin_port)
-        close(fd)
+        let port = closedPort()
         let result = HTTPPost.send(to: try WebhookURL("http://127.0.0.1:\(port)/"), headers: [], body: [])
         XCTAssertEqual(result, .failed("connect: Connection refused"))
         XCTAssertEqual(result.metricLabel, "connect_error")

@@ -49,8 +49,7 @@ final class PostgresSenderTests: XCTestCase {
     }
 
     func waitUntilDelivered(_ outbox: PostgresOutbox, seconds: Double) {
-        let deadline = Date().addingTimeInterval(seconds)
-        while outbox.stats().pending > 0, Date() < deadline { usleep(50_000) }
+        waitUntil(timeout: seconds, "every outbox row delivered") { outbox.stats().pending == 0 }
     }
 
     /// The bodies' types per ride, in the order the receiver got them.
@@ -97,8 +96,7 @@ final class PostgresSenderTests: XCTestCase {
         let senders = [sender(a, log: log, node: "a"), sender(b, log: log, node: "b")]
         senders.forEach { $0.start() }
         // The first attempts at once, the second ones a second later (the schedule's first wait).
-        let deadline = Date().addingTimeInterval(10)
-        while a.allPending().filter({ $0.attempts >= 2 }).count < 3, Date() < deadline { usleep(50_000) }
+        waitUntil(timeout: 10, "three rows attempted twice") { a.allPending().filter({ $0.attempts >= 2 }).count >= 3 }
         senders.forEach { $0.stop() }
         let rows = a.allPending()
         a.close()

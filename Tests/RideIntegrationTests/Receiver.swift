@@ -8,6 +8,10 @@ import XCTest
 /// With a certificate and key it speaks HTTPS.
 struct ReceiverDidNotStart: Error {}
 
+/// The secret the webhook POST tests sign with, and a ride body they send.
+let secret = Array("whsec_0123456789abcdef".utf8)
+let rideJSON = Array(#"{"id":"r-1"}"#.utf8)
+
 final class PythonReceiver {
     static let script = #"""
 import hashlib, hmac, json, sys, threading, time
@@ -82,13 +86,9 @@ s.serve_forever()
         }
     }
 
+    /// The lines printed so far, once there are `count` (or `seconds` passed: a test failure).
     private func waitForLines(_ count: Int, seconds: Double) -> [String] {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            let now = lines.withLock { $0 }
-            if now.count >= count { return now }
-            usleep(10_000)
-        }
+        waitUntil(timeout: seconds, "\(count - 1) requests at the receiver") { lines.withLock { $0.count } >= count }
         return lines.withLock { $0 }
     }
 

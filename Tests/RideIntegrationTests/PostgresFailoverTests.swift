@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 import RideCore
 @testable import RideStore
@@ -57,7 +58,7 @@ final class PostgresFailoverTests: XCTestCase {
         var settings = pg.settings(database: db)
         settings.statementTimeoutMillis = 1_000  // client deadline 3 s
         settings.settleTimeoutMillis = 20_000
-        let store = try PostgresStore(settings)
+        nonisolated(unsafe) let store = try PostgresStore(settings)  // the releasing thread reads its backend only
         try store.create(id: "r", planID: "p", owner: nil, limit: nil, startedAt: t0, reply: nil)
         _ = try pg.admin("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
         _ = try pg.admin("SELECT pg_reload_conf()")
@@ -65,20 +66,28 @@ final class PostgresFailoverTests: XCTestCase {
         // the setting, the postmaster has reloaded and signalled every backend, the store's
         // included, which rereads it before its next command. Without this wait the commit
         // below could run on the old setting (acknowledged at once: seen under load).
-        let reloaded = ContinuousClock.now + .seconds(10)
-        while try pg.admin("SHOW synchronous_standby_names").text(0, 0) != "nobody", ContinuousClock.now < reloaded {
-            Thread.sleep(forTimeInterval: 0.02)
+        try waitUntil(timeout: 10, "a new session to see synchronous_standby_names = 'nobody'") {
+            try pg.admin("SHOW synchronous_standby_names").text(0, 0) == "nobody"
         }
         let cleared = DispatchSemaphore(value: 0)
         defer {
             _ = try? pg.admin("ALTER SYSTEM RESET synchronous_standby_names")
             _ = try? pg.admin("SELECT pg_reload_conf()")
         }
-        let began = ContinuousClock.now
-        let releaseAfter = Duration.seconds(6)
+        let released = Atomic<Bool>(false)
+        let firstSession = store.ownBackend.value
         nonisolated(unsafe) let server = pg!  // read-only use from the releasing thread
         Thread.detachNewThread {
-            Thread.sleep(forTimeInterval: 6)
+            // The standby "answers" only once the first COMMIT's answer was lost (the client's
+            // deadline passed), its session was ended and the settle's own commit waits for the
+            // standby in a new session.
+            waitUntil(timeout: 15, "the settle's commit to wait for the synchronous standby") {
+                let pid = store.ownBackend.value
+                guard pid != 0, pid != firstSession else { return false }
+                let waiting = try? server.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND wait_event = 'SyncRep'")
+                return waiting?.int(0, 0) == 1
+            }
+            released.store(true, ordering: .sequentiallyConsistent)
             _ = try? server.admin("ALTER SYSTEM RESET synchronous_standby_names")
             _ = try? server.admin("SELECT pg_reload_conf()")
             cleared.signal()
@@ -86,7 +95,7 @@ final class PostgresFailoverTests: XCTestCase {
         let reply = ReplyRecord(key: ReplyKey(scope: "u", id: "e-1"), request: "end r", bytes: [1, 2, 3], at: t0 + 9)
         let results = try store.commit([.append(JournalEntry(ride: "r", seq: 2, transition: .end(at: t0 + 9, reason: .rider, metres: 5)), reply: reply)])
         XCTAssertEqual(results, [.written])
-        XCTAssertGreaterThanOrEqual(ContinuousClock.now - began, releaseAfter, "acknowledged before the standby could have it")
+        XCTAssertTrue(released.load(ordering: .sequentiallyConsistent), "acknowledged before the standby could have it")
         XCTAssertEqual(store.settles.committed.load(ordering: .relaxed), 1)
         XCTAssertEqual(try store.ride("r")?.journal, [.start(at: t0), .end(at: t0 + 9, reason: .rider, metres: 5)])
         XCTAssertEqual(try store.reply(for: reply.key)?.bytes, [1, 2, 3])

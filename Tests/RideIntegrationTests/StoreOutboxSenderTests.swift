@@ -58,8 +58,7 @@ final class StoreOutboxSenderTests: XCTestCase {
         XCTAssertEqual(outbox.stats().pending, 6)
         let s = sender(outbox)
         s.start()
-        let deadline = Date().addingTimeInterval(15)
-        while outbox.stats().pending > 0, Date() < deadline { usleep(20_000) }
+        waitUntil(timeout: 15, "every outbox row delivered") { outbox.stats().pending == 0 }
         s.stop()
         XCTAssertEqual(outbox.stats(), OutboxStats(pending: 0, oldestPendingCreated: nil, dead: 0))
         let requests = receiver.requests(atLeast: 6)
@@ -86,8 +85,7 @@ final class StoreOutboxSenderTests: XCTestCase {
             let outbox = try SQLiteOutbox(path: path)
             let s = sender(outbox)
             s.start()
-            let deadline = Date().addingTimeInterval(10)
-            while outbox.pending(limit: 10).allSatisfy({ $0.attempts < 2 }), Date() < deadline { usleep(20_000) }
+            waitUntil(timeout: 10, "a row attempted twice") { !outbox.pending(limit: 10).allSatisfy({ $0.attempts < 2 }) }
             s.stop()
             outbox.close()
             store.close()

@@ -457,9 +457,8 @@ final class PostgresStoreTests: XCTestCase {
         func cutOff() throws {
             let pid = store.ownBackend.value
             try pg.admin("SELECT pg_terminate_backend(\(pid))")
-            let gone = ContinuousClock.now + .seconds(5)
-            while try pg.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)").int(0, 0) != 0, ContinuousClock.now < gone {
-                Thread.sleep(forTimeInterval: 0.02)
+            try waitUntil(timeout: 5, "backend \(pid) to be gone") {
+                try pg.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)").int(0, 0) == 0
             }
             try pg.admin("ALTER DATABASE \(db!) WITH ALLOW_CONNECTIONS false")
             // The closed session is noticed without sending on it (stillThere): the first
@@ -541,9 +540,8 @@ final class PostgresStoreTests: XCTestCase {
     /// signals it, and a read sent before it has gone could still be answered.
     func terminate(_ pid: Int32) throws {
         try pg.admin("SELECT pg_terminate_backend(\(pid))")
-        let gone = ContinuousClock.now + .seconds(5)
-        while try pg.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)").int(0, 0) != 0, ContinuousClock.now < gone {
-            Thread.sleep(forTimeInterval: 0.02)
+        try waitUntil(timeout: 5, "backend \(pid) to be gone") {
+            try pg.admin("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)").int(0, 0) == 0
         }
     }
 

@@ -96,8 +96,14 @@ struct TestPKI {
 
 /// A port nothing listens on: bound, read, closed.
 func closedPort() -> UInt16 {
+    let (fd, port) = boundLoopbackSocket()
+    close(fd)
+    return port
+}
+
+/// A TCP socket bound to a free port of 127.0.0.1, not listening yet, and that port.
+func boundLoopbackSocket() -> (fd: Int32, port: UInt16) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -106,13 +112,12 @@ func closedPort() -> UInt16 {
         _ = bind(fd, p, length)
         _ = getsockname(fd, p, &length)
     } }
-    return UInt16(bigEndian: address.sin_port)
+    return (fd, UInt16(bigEndian: address.sin_port))
 }
 
 /// True once something accepts TCP connections on 127.0.0.1:`port`, false after `seconds`.
 func waitForListener(port: UInt16, seconds: Double) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
+    waitUntil(timeout: seconds, "a listener on port \(port)") {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -122,8 +127,6 @@ func waitForListener(port: UInt16, seconds: Double) -> Bool {
             connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
         } }
         close(fd)
-        if connected { return true }
-        usleep(20_000)
+        return connected
     }
-    return false
 }

@@ -51,8 +51,7 @@ final class SQLiteBackupTests: StoreDirectoryTestCase {
             guard progress.step == 1 else { return }
             // Let the writer commit between steps, so the copy's snapshot is overtaken.
             let at = committed.load(ordering: .relaxed)
-            let deadline = Date().addingTimeInterval(5)
-            while committed.load(ordering: .relaxed) < at + 20 && Date() < deadline { usleep(1_000) }
+            waitUntil(timeout: 5, "20 commits by the writer between two backup steps") { committed.load(ordering: .relaxed) >= at + 20 }
             duringBackup = committed.load(ordering: .relaxed) - at
         }
         stop.store(true, ordering: .relaxed)

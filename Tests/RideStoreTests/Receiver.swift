@@ -1,1 +1,0 @@
-../RideWebhooksTests/Receiver.swift
