@@ -210,6 +210,22 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
         }
     }
 
+    public func requeueDead(eventID: String, now: UnixMillis) -> Int? {
+        locked(nil) { (c: PostgresConnection) throws(PostgresError) -> Int? in
+            let r = try c.query("""
+                WITH back AS (
+                    DELETE FROM ridepush.webhook_dead WHERE event_id = $1
+                    RETURNING seq, event_id, type, ride, endpoint, created, body
+                ), put AS (
+                    INSERT INTO ridepush.webhook_outbox (event_id, type, ride, endpoint, created, body, next_attempt_at)
+                    SELECT event_id, type, ride, endpoint, created, body, $2 FROM back ORDER BY seq RETURNING seq
+                )
+                SELECT count(*) FROM put
+                """, [.text(eventID), .int(now)])
+            return Int(r.int(0, 0) ?? 0)
+        }
+    }
+
     /// Columns: seq, event_id, ride, endpoint, created, body, attempts, next attempt (a dead
     /// row: when it died), last_result.
     static func row(_ r: PGResult, _ i: Int) throws(PostgresError) -> OutboxRow {

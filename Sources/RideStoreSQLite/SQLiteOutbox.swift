@@ -124,6 +124,25 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, 
         }
     }
 
+    public func requeueDead(eventID: String, now: UnixMillis) -> Int? {
+        locked(nil) { () throws(StoreError) -> Int? in
+            try db.run("BEGIN IMMEDIATE")
+            do throws(StoreError) {
+                try db.run("""
+                    INSERT INTO webhook_outbox (event_id, type, ride, endpoint, created, body, attempts, next_attempt_at)
+                    SELECT event_id, type, ride, endpoint, created, body, 0, ? FROM webhook_dead WHERE event_id = ? ORDER BY seq
+                    """, [.int(now), .text(eventID)])
+                let n = Int(db.changes)
+                try db.run("DELETE FROM webhook_dead WHERE event_id = ?", [.text(eventID)])
+                try db.run("COMMIT")
+                return n
+            } catch {
+                if db.inTransaction { try? db.run("ROLLBACK") }
+                throw error
+            }
+        }
+    }
+
     /// Columns: seq, event_id, ride, endpoint, created, body, attempts, next attempt (for a dead
     /// row: when it died), last_result.
     static func row(_ r: SQLRow) -> OutboxRow {
