@@ -27,6 +27,12 @@ public protocol WebhookOutbox: AnyObject, Sendable {
     /// gave up) go back in the outbox in one transaction, as new rows at the end of their lanes
     /// (the same body, attempts 0, due `now`). How many; nil when the store could not be written.
     func requeueDead(eventID: String, now: UnixMillis) -> Int?
+    /// `GET /v1/events`: the event log (every event once, whatever its endpoints), in commit
+    /// order, after the event `after` (nil: from the oldest kept), of ride `ride` if given, at
+    /// most `limit` bodies as POSTed.
+    func events(after: String?, ride: String?, limit: Int) -> EventLogRead
+    /// Forgets logged events committed before `instant` (the sender, hourly: 30 days kept).
+    func purgeEvents(before instant: UnixMillis)
     /// Rows an earlier `pending` handed out that this node no longer holds (PostgreSQL: their
     /// lease expired and another node took them or finished them, or a retry gave the lease up
     /// until the row is due), each reported once. The sender drops them so only the holder
@@ -37,6 +43,15 @@ public protocol WebhookOutbox: AnyObject, Sendable {
 extension WebhookOutbox {
     /// One node per outbox (memory, SQLite): nothing is ever taken by another.
     public func takeLost() -> Set<Int64> { [] }
+}
+
+/// What a read of the event log found.
+public enum EventLogRead: Sendable, Equatable {
+    case events([[UInt8]])
+    /// `after` names no event kept (never one, or older than 30 days).
+    case unknownCursor
+    /// The store could not be read.
+    case unavailable
 }
 
 /// The whole outbox's state, as opposed to the heads the sender holds.
@@ -86,6 +101,8 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         /// How often the outbox is re-read when nothing wakes the loop (new rows committed by
         /// this or another node); `poke()` wakes it sooner.
         public var pollInterval: Int64 = 1_000
+        /// How long the event log (`GET /v1/events`) keeps an event after its commit.
+        public var eventRetention: Int64 = 30 * 86_400_000
 
         public init(secret: [UInt8]) {
             self.init(secrets: [secret])
@@ -174,7 +191,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
 
     private func run() {
         defer { finished.signal() }
-        var lastRead: UnixMillis?
+        var lastRead: UnixMillis?, lastPurge: UnixMillis?
         wake.lock()
         while !stopping {
             let now = clock.now()
@@ -185,6 +202,10 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
                 let rows = outbox.pending(limit: settings.batch)
                 let lost = outbox.takeLost()
                 let latest = outbox.stats()
+                if lastPurge.map({ now - $0 >= 3_600_000 }) ?? true {
+                    lastPurge = now
+                    outbox.purgeEvents(before: now - settings.eventRetention)
+                }
                 wake.lock()
                 if !lost.isEmpty { machine.drop(seqs: lost) }
                 machine.load(rows)
@@ -295,6 +316,9 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
     private var rows: [OutboxRow] = []
     private var dead: [OutboxRow] = []
     private var nextSeq: Int64 = 1
+    /// The event log: every event once (the first row's copy), in commit order.
+    private var log: [OutboxRow] = []
+    private var logged: Set<String> = []
 
     public init() {}
 
@@ -307,6 +331,7 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
             let row = OutboxRow(seq: nextSeq, event: event, endpoint: endpoint)
             nextSeq += 1
             rows.append(row)
+            if logged.insert(row.eventID).inserted { log.append(row) }
             return row.seq
         }
     }
@@ -316,8 +341,10 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         lock.lock()
         defer { lock.unlock() }
         for event in events {
-            rows.append(OutboxRow(seq: nextSeq, event: event))
+            let row = OutboxRow(seq: nextSeq, event: event)
+            rows.append(row)
             nextSeq += 1
+            if logged.insert(row.eventID).inserted { log.append(row) }
         }
     }
 
@@ -389,6 +416,24 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         return back.count
     }
 
+    public func events(after: String?, ride: String?, limit: Int) -> EventLogRead {
+        lock.lock()
+        defer { lock.unlock() }
+        var start = 0
+        if let after {
+            guard let i = log.firstIndex(where: { $0.eventID == after }) else { return .unknownCursor }
+            start = i + 1
+        }
+        return .events(log[start...].lazy.filter { ride == nil || $0.rideID == ride }.prefix(max(0, limit)).map(\.body))
+    }
+
+    public func purgeEvents(before instant: UnixMillis) {
+        lock.lock()
+        defer { lock.unlock() }
+        for row in log where row.created < instant { logged.remove(row.eventID) }
+        log.removeAll { $0.created < instant }
+    }
+
     /// What `MemoryStore.purgeEnded` calls: forgets the given-up rows of purged rides (rows
     /// still owed stay).
     public func purgeDead(rides: Set<String>) -> Int {
@@ -396,6 +441,7 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         defer { lock.unlock() }
         let before = dead.count
         dead.removeAll { rides.contains($0.rideID) }
+        log.removeAll { rides.contains($0.rideID) }
         return before - dead.count
     }
 }

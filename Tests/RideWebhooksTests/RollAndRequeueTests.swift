@@ -110,4 +110,39 @@ final class RollAndRequeueTests: XCTestCase {
         XCTAssertEqual(row.body, started.body())
         XCTAssertEqual(outbox.requeueDead(eventID: started.id, now: 8_000), 0)
     }
+
+    func testTheEventLogKeepsEachEventOnceInCommitOrderPagedAndPurgedByAge() throws {
+        let memory = MemoryOutbox()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("events-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rides.db").path
+        let store = try SQLiteStore(path: path)
+        defer { store.close() }
+        let a1 = event("a", .started, at: 1_000), b1 = event("b", .started, at: 2_000), a2 = event("a", .ended, at: 3_000)
+        let endpoints = ["http://x/", "http://y/"]
+        memory.append(a1.outboxEvents(endpoints: endpoints) + b1.outboxEvents(endpoints: endpoints) + a2.outboxEvents(endpoints: endpoints))
+        XCTAssertEqual(try store.commit([
+            .create(NewRide(id: "a", planID: "p", owner: nil, limit: nil, startedAt: 1_000, outbox: a1.outboxEvents(endpoints: endpoints)), reply: nil),
+            .create(NewRide(id: "b", planID: "p", owner: nil, limit: nil, startedAt: 2_000, outbox: b1.outboxEvents(endpoints: endpoints)), reply: nil),
+        ]), [.written, .written])
+        XCTAssertEqual(try store.commit([.append(JournalEntry(ride: "a", seq: 2, transition: .end(at: 3_000, reason: .rider, metres: 0),
+                                                              outbox: a2.outboxEvents(endpoints: endpoints)), reply: nil)]), [.written])
+        let sqlite = try SQLiteOutbox(path: path)
+        defer { sqlite.close() }
+        for outbox in [memory, sqlite] as [WebhookOutbox] {
+            XCTAssertEqual(outbox.events(after: nil, ride: nil, limit: 10), .events([a1.body(), b1.body(), a2.body()]), "once each, not once per endpoint")
+            XCTAssertEqual(outbox.events(after: nil, ride: nil, limit: 2), .events([a1.body(), b1.body()]))
+            XCTAssertEqual(outbox.events(after: b1.id, ride: nil, limit: 10), .events([a2.body()]))
+            XCTAssertEqual(outbox.events(after: nil, ride: "a", limit: 10), .events([a1.body(), a2.body()]))
+            XCTAssertEqual(outbox.events(after: a1.id, ride: "b", limit: 10), .events([b1.body()]))
+            XCTAssertEqual(outbox.events(after: "evt_unknown", ride: nil, limit: 10), .unknownCursor)
+            // Delivered, the rows go; the log stays. Older than the cutoff, the log goes too.
+            for row in outbox.pending(limit: 10) { outbox.record(.delivered(seq: row.seq, attempts: 1)) }
+            XCTAssertEqual(outbox.events(after: nil, ride: nil, limit: 10), .events([a1.body(), b1.body(), a2.body()]))
+            outbox.purgeEvents(before: 2_500)
+            XCTAssertEqual(outbox.events(after: nil, ride: nil, limit: 10), .events([a2.body()]))
+            XCTAssertEqual(outbox.events(after: a1.id, ride: nil, limit: 10), .unknownCursor, "a purged cursor")
+        }
+    }
 }

@@ -81,7 +81,7 @@ package enum HTTPRouter {
             }
             return .success(Match(endpoint: .serverAPI(api), access: .token))
         }
-        if let webhooks = WebhookOp.route(method, path) { return webhooks }
+        if let webhooks = WebhookOp.route(method, path, query: query) { return webhooks }
         guard method == .get || method == .head else {
             return .failure(Refusal(answer: .error(405, "method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD"))
         }
