@@ -74,7 +74,7 @@ def test_a_two_secret_roll_verifies_with_the_old_key_and_with_the_new(receivers,
         # The roll ends: the old line goes, the server re-reads the file on SIGHUP.
         keys.write_text(NEW_SECRET + "\n")
         srv.proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: any("webhook secrets reloaded" in l for l in srv.lines), 5, "no reload logged")
+        wait_until(lambda: any("webhooks reloaded" in l for l in srv.lines), 5, "no reload logged")
         cl.request({"type": "end", "ride": "roll-1"})
         after = new.wait_delivered(2, timeout=10)[1]
         wait_until(lambda: len(old.log) >= 2, 10, "the old receiver got nothing")
@@ -320,3 +320,31 @@ def test_without_webhooks_the_event_log_is_not_found():
     with Server() as srv:
         status, body = events(srv)
         assert status == 404 and body["error"]["code"] == "not_found", body
+
+
+def test_endpoints_from_a_file_added_and_dropped_on_sighup(receivers, secret_file, tmp_path):
+    first, second = receivers(), receivers()
+    other_secret = "whsec_other_abcdef0123456789abcdef0123"
+    other_file = tmp_path / "other.secret"
+    other_file.write_text(other_secret + "\n")
+    second_rx = receivers(secret=other_secret)
+    listing = tmp_path / "endpoints"
+    listing.write_text("# billing\n%s#ride.started\n" % first.url)
+    with Server("--webhook-endpoints-file", str(listing), "--webhook-secret-file", secret_file) as srv, Client(srv.ws) as cl:
+        cl.request({"type": "start", "ride": "ep-1"})
+        first.wait_delivered(1, timeout=10)
+        # The first endpoint dropped, another added with a key of its own.
+        listing.write_text("%s %s\n" % (second_rx.url, other_file))
+        srv.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: any("webhooks reloaded" in l for l in srv.lines), 5, "no reload logged")
+        cl.request({"type": "start", "ride": "ep-2"})
+        got = second_rx.wait_delivered(1, timeout=10)
+        # A file that no longer loads keeps what is in use.
+        listing.write_text("ftp://nowhere/\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: any("webhooks not reloaded" in l for l in srv.lines), 5, "no refusal logged")
+        cl.request({"type": "start", "ride": "ep-3"})
+        got = second_rx.wait_delivered(2, timeout=10)
+    assert [(e["ride"], e["verified"]) for e in first.log] == [("ep-1", True)]
+    assert [(e["ride"], e["verified"]) for e in got] == [("ep-2", True), ("ep-3", True)]
+    assert second.log == []

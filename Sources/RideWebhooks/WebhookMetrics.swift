@@ -96,8 +96,8 @@ public func loadWebhookSecret(file: String) throws(WebhookSecretError) -> [UInt8
     return bytes
 }
 
-func readSecretFile(_ file: String) throws(WebhookSecretError) -> [UInt8] {
-    guard let handle = fopen(file, "rb") else { throw WebhookSecretError(message: "cannot read webhook secret file \(file)") }
+func readSecretFile(_ file: String, limit: Int = 4096) throws(WebhookSecretError) -> [UInt8] {
+    guard let handle = fopen(file, "rb") else { throw WebhookSecretError(message: "cannot read \(limit == 4096 ? "webhook secret file " : "")\(file)") }
     defer { fclose(handle) }
     var bytes = [UInt8]()
     var chunk = [UInt8](repeating: 0, count: 4096)
@@ -105,7 +105,7 @@ func readSecretFile(_ file: String) throws(WebhookSecretError) -> [UInt8] {
         let n = fread(&chunk, 1, chunk.count, handle)
         if n == 0 { break }
         bytes += chunk.prefix(n)
-        guard bytes.count <= 4096 else { throw WebhookSecretError(message: "webhook secret file \(file) is over 4 KiB; is it the right file?") }
+        guard bytes.count <= limit else { throw WebhookSecretError(message: "\(limit == 4096 ? "webhook secret file " : "")\(file) is over \(limit / 1024) KiB; is it the right file?") }
     }
     return bytes
 }

@@ -61,9 +61,37 @@ public final class WebhookRoster: Sendable {
     /// `--webhook` and `--webhook-secret-file` as given: one file for every endpoint, or one
     /// per `--webhook` in the same order; each file one secret per line (every one signs).
     /// With a file each, no two endpoints may share a key (a receiver could replay to another).
-    public static func configure(webhooks: [String], secretFiles files: [String]) throws(WebhookSecretError) -> [WebhookEndpoint] {
+    ///
+    /// `endpointsFile` (`--webhook-endpoints-file`, re-read on SIGHUP) adds one endpoint per
+    /// line, `URL[#types] [SECRET_FILE]` (`#` at the start of a line is a comment); a line
+    /// without its own secret file takes the one `--webhook-secret-file`.
+    public static func configure(webhooks: [String], secretFiles files: [String], endpointsFile: String? = nil) throws(WebhookSecretError) -> [WebhookEndpoint] {
         var endpoints = [WebhookEndpoint]()
         for flag in webhooks { endpoints.append(try WebhookEndpoint.parse(flag)) }
+        var listed = [WebhookEndpoint]()
+        if let endpointsFile {
+            let text = String(decoding: try readSecretFile(endpointsFile, limit: 65_536), as: UTF8.self)
+            // Characters: "\r\n" is one, a newline.
+            for (n, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+                let words = line.split(whereSeparator: \.isWhitespace)
+                guard let first = words.first, !first.hasPrefix("#") else { continue }
+                guard words.count <= 2 else {
+                    throw WebhookSecretError(message: "\(endpointsFile) line \(n + 1): URL[#types] [SECRET_FILE], nothing more")
+                }
+                var endpoint = try WebhookEndpoint.parse(String(first))
+                if words.count == 2 {
+                    endpoint.secrets = try loadWebhookSecrets(file: String(words[1]))
+                } else if files.count != 1 {
+                    throw WebhookSecretError(message: "\(endpointsFile) line \(n + 1): no secret file on the line and no single --webhook-secret-file for it")
+                }
+                listed.append(endpoint)
+            }
+            guard !listed.isEmpty || !endpoints.isEmpty else { throw WebhookSecretError(message: "\(endpointsFile): no endpoint in it") }
+        }
+        if endpoints.isEmpty {
+            let shared = files.count == 1 ? try loadWebhookSecrets(file: files[0]) : []
+            return listed.map { e in var e = e; if e.secrets.isEmpty { e.secrets = shared }; return e }
+        }
         guard !files.isEmpty else {
             throw WebhookSecretError(message: "--webhook needs --webhook-secret-file F (RIDEPUSH_WEBHOOK_SECRET_FILE): the key receivers verify RidePush-Signature with (make one: openssl rand -hex 32 > F)")
         }
@@ -79,7 +107,7 @@ public final class WebhookRoster: Sendable {
             }
         }
         for i in endpoints.indices { endpoints[i].secrets = keys[files.count == 1 ? 0 : i] }
-        return endpoints
+        return endpoints + listed.map { e in var e = e; if e.secrets.isEmpty { e.secrets = keys[0] }; return e }
     }
 }
 

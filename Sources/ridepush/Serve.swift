@@ -52,6 +52,7 @@ let serveOptions: OptionTable = {
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
         .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride; URL#ride.ended,ride.started: only those types"),
         .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 keys of the RidePush-Signature header, one per line (each at least 32 bytes; several while rolling: every one signs); required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
+        .string("--webhook-endpoints-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_ENDPOINTS_FILE", help: "more endpoints, one per line: URL[#types] [SECRET_FILE] (without one, the --webhook-secret-file); re-read with the secret files on SIGHUP"),
         .int("--webhook-health-age", placeholder: "S", range: 1...604_800, env: "RIDEPUSH_WEBHOOK_HEALTH_AGE", default: 900, help: "/healthz says degraded (still 200) while a webhook delivery has waited longer than S seconds"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
@@ -150,10 +151,11 @@ func serveCommand(_ args: [String]) -> Int32 {
             }
             c.auth = .jwt(secret: configuredSecret)  // with no key either, a generated one is set once the store opened
         }
-        let webhookFlags = o.strings("--webhook")
-        if !webhookFlags.isEmpty {
+        let webhookFlags = o.strings("--webhook"), endpointsFile = o.string("--webhook-endpoints-file")
+        if !webhookFlags.isEmpty || endpointsFile != nil {
             do {
-                c.webhookRoster = WebhookRoster(try WebhookRoster.configure(webhooks: webhookFlags, secretFiles: o.strings("--webhook-secret-file")))
+                c.webhookRoster = WebhookRoster(try WebhookRoster.configure(webhooks: webhookFlags, secretFiles: o.strings("--webhook-secret-file"),
+                                                                            endpointsFile: endpointsFile))
             } catch { throw ServerError(error.message.hasPrefix("--") ? error.message : "--webhook: \(error.message)") }
             c.webhooks = c.webhookRoster.endpoints.map(\.url)
             c.webhookHealthAge = Int64(o.int("--webhook-health-age")!) * 1000
@@ -246,7 +248,7 @@ func serveCommand(_ args: [String]) -> Int32 {
         let drainSeconds = c.drainSeconds, roster = c.webhookRoster, secretFiles = o.strings("--webhook-secret-file")
         waitForSignals(drainSeconds: drainSeconds, reload: {
             if let keyFetcher { keyFetcher.refreshNow() } else { hub.reloadKeys() }
-            reloadWebhookSecrets(roster, webhooks: webhookFlags, files: secretFiles)
+            reloadWebhooks(roster, webhooks: webhookFlags, files: secretFiles, endpointsFile: endpointsFile)
         }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
         hub.run()
         keyFetcher?.stop()
@@ -258,16 +260,17 @@ func serveCommand(_ args: [String]) -> Int32 {
     }
 }
 
-/// SIGHUP: the secret files read again (a roll: add the new line, then drop the old one once
-/// receivers have it); a file that no longer loads keeps the keys in use, and says why.
-func reloadWebhookSecrets(_ roster: WebhookRoster, webhooks: [String], files: [String]) {
-    guard !webhooks.isEmpty else { return }
+/// SIGHUP: the secret files and the endpoints file read again (a roll: add the new line, then
+/// drop the old one once receivers have it; an endpoint added or dropped); a file that no
+/// longer loads keeps what is in use, and says why.
+func reloadWebhooks(_ roster: WebhookRoster, webhooks: [String], files: [String], endpointsFile: String?) {
+    guard !webhooks.isEmpty || endpointsFile != nil else { return }
     do {
-        let endpoints = try WebhookRoster.configure(webhooks: webhooks, secretFiles: files)
+        let endpoints = try WebhookRoster.configure(webhooks: webhooks, secretFiles: files, endpointsFile: endpointsFile)
         roster.replace(endpoints)
-        Log.info("webhook secrets reloaded: " + endpoints.map { "\($0.url) \($0.secrets.count) key(s)" }.joined(separator: ", "))
+        Log.info("webhooks reloaded: " + endpoints.map { "\($0.url) \($0.secrets.count) key(s)" }.joined(separator: ", "))
     } catch {
-        Log.error("webhook secrets not reloaded, the keys in use are kept: \(error.message)")
+        Log.error("webhooks not reloaded, the endpoints and keys in use are kept: \(error.message)")
     }
 }
 

@@ -65,6 +65,21 @@ final class RollAndRequeueTests: XCTestCase {
         XCTAssertEqual(WebhookSender.Settings(roster: roster).secrets(for: "http://a.example/"), [new])
     }
 
+    func testAnEndpointsFileAddsEndpointsWithTheirOwnKeysOrTheSharedOne() throws {
+        let shared = try write(String(decoding: old, as: UTF8.self) + "\n")
+        let own = try write(String(decoding: new, as: UTF8.self) + "\n")
+        let listing = try write("# comment\n\nhttp://b.example/#ride.ended \(own)\r\nhttp://c.example/\n")
+        let all = try WebhookRoster.configure(webhooks: ["http://a.example/"], secretFiles: [shared], endpointsFile: listing)
+        XCTAssertEqual(all, [WebhookEndpoint(url: "http://a.example/", secrets: [old]),
+                             WebhookEndpoint(url: "http://b.example/", types: ["ride.ended"], secrets: [new]),
+                             WebhookEndpoint(url: "http://c.example/", secrets: [old])])
+        XCTAssertEqual(try WebhookRoster.configure(webhooks: [], secretFiles: [shared], endpointsFile: listing).map(\.url),
+                       ["http://b.example/", "http://c.example/"])
+        XCTAssertThrowsError(try WebhookRoster.configure(webhooks: [], secretFiles: [], endpointsFile: listing), "c has no key")
+        XCTAssertThrowsError(try WebhookRoster.configure(webhooks: [], secretFiles: [shared], endpointsFile: try write("# none\n")))
+        XCTAssertThrowsError(try WebhookRoster.configure(webhooks: [], secretFiles: [shared], endpointsFile: try write("http://a/ \(own) extra\n")))
+    }
+
     func event(_ ride: String, _ type: WebhookEventType, at: UnixMillis) -> WebhookEvent {
         WebhookEvent(type: type, rideID: ride, created: at, ride: Array("{\"id\":\"\(ride)\"}".utf8))
     }
