@@ -271,8 +271,11 @@ def test_events_are_listed_for_reconciliation_after_a_restart_paged_and_by_ride(
         for ride in ("ev-1", "ev-2"):
             for cmd in ("start", "pause", "resume", "end"):
                 cl.request({"type": cmd, "ride": ride})
-        sent = a.wait_delivered(8, timeout=15)
+        delivered = a.wait_delivered(8, timeout=15)
         b.wait_delivered(2, timeout=15)
+    # Commit order: one client's requests, one after another. Deliveries of two rides may
+    # interleave; within a ride they are in commit order.
+    sent = [e for ride in ("ev-1", "ev-2") for e in delivered if e["ride"] == ride]
     ops = control("op", ops=True)
     with Server(*flags, store=store, auth="jwt", env=ENV) as srv:
         assert events(srv)[0] == 401
