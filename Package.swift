@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "RideStoreTesting", dependencies: ["RideStore", "RideCore"]),
         // The ride service driven without lws or sockets, on a manual clock (EmbeddedService);
         // only test targets depend on it.
-        .target(name: "RideServiceTesting", dependencies: ["RideService", "RideCore", "RideStore", "RideStoreTesting"]),
+        .target(name: "RideServiceTesting", dependencies: ["RideService", "RideCore", "RideStore", "RideStoreTesting", "RideWebhooks"]),
         // JWT (HS256) tokens and what they allow.
         .target(name: "RideAuth", dependencies: ["COpenSSL", "RideCore", "RideOptions"]),
         // Outbound HTTP on libcurl's multi interface: one thread, HTTP/2 where the peer speaks it,

@@ -58,6 +58,7 @@ def test_the_command_line_beats_the_environment():
                  "--jwt-claim-namespace PREFIX", "--tls-cert FILE", "--tls-key FILE", "--threads N", "--max-frame BYTES", "--max-subscriptions N",
                  "--max-open-rides-per-rider N", "--max-connections-per-ip N", "--trust-proxy", "--control-rate N", "--keepalive SECONDS",
                  "--handshake-timeout SECONDS", "--slow-consumer-lag SECONDS", "--log-format text|json", "--webhook URL", "--webhook-secret-file F",
+                 "--webhook-endpoints-file F", "--webhook-health-age S",
                  "--outbound-ca-file F", "--retain-ended DAYS", "--drain-seconds SECONDS", "--allow-origin ORIGIN", "-h, --help"]),
     (["ride"], ["--url ws://HOST:PORT/ws", "--token TOKEN", "--token-file PATH", "--ride ID", "--plan PLAN",
                 "--limit SECONDS", "--distance METRES", "--force", "--gpx PATH", "--speed X", "--lang ko|en", "--wait SECONDS",

@@ -41,7 +41,7 @@ extension Shard {
         case .zones: return respond(hub.zonesRoute.answer(), wsi)
         case .quote: return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
         case .ridesListing: return ridesListing(wsi)
-        case .deadWebhooks: return deadWebhooks(wsi)
+        case .webhooks(let op): return webhooks(wsi, op)
         case .rideDocument(let id): return rideDocument(wsi, id, claims)
         case .serverAPI: return serverAPI(wsi, path)
         case .file(let path): return staticFile(wsi, path)

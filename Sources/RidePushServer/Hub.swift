@@ -47,12 +47,10 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     private(set) var storeHealth: ConnectionHealth?
     /// How lost COMMITs were settled (PostgreSQL only), for /metrics.
     private(set) var storeSettles: SettleCounts?
-    /// With `--webhook`: the sender (its own threads and outbox connection), and the body of
-    /// `GET /v1/webhooks/dead` read from that outbox (disk or network: off the service threads).
+    /// With `--webhook`: the sender (its own threads and outbox connection), and the routes
+    /// under /v1/webhooks/ that read and write that outbox off the service threads.
     let webhookSender: WebhookSender?
-    let deadWebhooks: (@Sendable (_ limit: Int) -> [UInt8])?
-    /// Where `GET /v1/webhooks/dead` reads the outbox: one at a time, off the service threads.
-    let webhookReads = DispatchQueue(label: "webhook-reads")
+    private(set) var webhookDesk: WebhookDesk?
     /// Every outbound HTTP call's client (one libcurl thread and connection pool), made when
     /// something calls out; it trusts `--outbound-ca-file` besides the system's store.
     let outbound: HTTPClient?
@@ -133,7 +131,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             throw ServerError("--webhook needs the store's webhook outbox")
         }
         let outbox = config.webhooks.isEmpty ? nil : outbox
-        deadWebhooks = outbox.map { o -> @Sendable (Int) -> [UInt8] in { limit in WebhookMetrics.deadListingJSON(o.dead(limit: limit)) } }
         let client: HTTPClient?
         do { client = outbox == nil ? nil : try HTTPClient(caFile: config.outboundCAFile) } catch {
             close(listener.fd)
@@ -141,8 +138,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         outbound = client
         let sender = outbox.map { outbox in
-            var settings = WebhookSender.Settings(secret: config.webhookSecret)
-            settings.endpointSecrets = config.webhookEndpointSecrets
+            var settings = WebhookSender.Settings(roster: config.webhookRoster)
             settings.client = client
             return WebhookSender(settings: settings, outbox: outbox) { a in
                 // The delivery log: every attempt, so a receiver's outage reads as attempts and order.
@@ -152,6 +148,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             }
         }
         webhookSender = sender
+        webhookDesk = outbox.flatMap { o in sender.map { WebhookDesk(outbox: o, sender: $0, roster: config.webhookRoster, healthAge: config.webhookHealthAge, clock: clock) } }
         let desk = GeoDesk(zones: config.zones, config: RideGeo.Config(limits: TraceFilter.Limits(maxSpeedKph: config.maxSpeedKph)),
                            clock: clock)
         geoCounters = desk.counters
@@ -179,7 +176,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
                                            recentReplies: (store as? StoreTraits)?.keepsRecentReplies == true ? 0 : RecentReplies.defaultCapacity,
-                                           maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhooks,
+                                           maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhookRoster,
                                            eventsCommitted: { sender?.poke() }, desk: desk) { i, events in mailboxes.post(i, events) }
         let worker = StoreWorker(store: store, client: coordinator, faults: faults) { error in
             // The fate of that transaction is unknown: stop, and let a restart read the file
@@ -355,7 +352,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             draining: draining.load(ordering: .relaxed),
             connections: metrics.connections.load(ordering: .relaxed), subscribers: metrics.subscribers.load(ordering: .relaxed),
             rides: registry.counts, connectionsPerThread: shards.map { $0.connectionCount.load(ordering: .relaxed) },
-            ticks: metrics.tickRounds.load(ordering: .relaxed), storeHealth: storeWorker.health, identityKeys: config.keySource
+            ticks: metrics.tickRounds.load(ordering: .relaxed), storeHealth: storeWorker.health, identityKeys: config.keySource, webhooks: webhookDesk?.health(now: clock.now())
         ).verdict()
     }
 

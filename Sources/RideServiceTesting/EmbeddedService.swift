@@ -2,6 +2,7 @@ import RideCore
 import RideService
 import RideStore
 import RideStoreTesting
+import RideWebhooks
 import Synchronization
 
 /// Jobs queued by the registry, run by the test by hand (no worker thread).
@@ -40,7 +41,7 @@ package final class EmbeddedService {
         registry = RideRegistry(plans: plans, shards: 2, clock: clock, metrics: Metrics(), ops: ops, pre: EmbeddedService.headroom)
         coordinator = StoreCoordinator(book: RideBook(plans: plans), registry: registry, clock: clock, metrics: Metrics(),
                                        cluster: shared ? ClusterCatchUp(cursor: JournalCursor(txid: 0, position: 0)) : nil,
-                                       maxOpenRides: maxOpenRides, webhooks: webhooks,
+                                       maxOpenRides: maxOpenRides, webhooks: WebhookRoster(webhooks.map { WebhookEndpoint(url: $0) }),
                                        eventsCommitted: { [unowned self] in eventPokes += 1 }) {
             [unowned self] i, e in events[i] += e
         }

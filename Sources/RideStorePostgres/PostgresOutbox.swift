@@ -210,6 +210,49 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
         }
     }
 
+    public func requeueDead(eventID: String, now: UnixMillis) -> Int? {
+        locked(nil) { (c: PostgresConnection) throws(PostgresError) -> Int? in
+            let r = try c.query("""
+                WITH back AS (
+                    DELETE FROM ridepush.webhook_dead WHERE event_id = $1
+                    RETURNING seq, event_id, type, ride, endpoint, created, body
+                ), put AS (
+                    INSERT INTO ridepush.webhook_outbox (event_id, type, ride, endpoint, created, body, next_attempt_at)
+                    SELECT event_id, type, ride, endpoint, created, body, $2 FROM back ORDER BY seq RETURNING seq
+                )
+                SELECT count(*) FROM put
+                """, [.text(eventID), .int(now)])
+            return Int(r.int(0, 0) ?? 0)
+        }
+    }
+
+    public func events(after: String?, ride: String?, limit: Int) -> EventLogRead {
+        locked(.unavailable) { (c: PostgresConnection) throws(PostgresError) -> EventLogRead in
+            var from: Int64 = 0
+            if let after {
+                let r = try c.query("SELECT seq FROM ridepush.webhook_events WHERE event_id = $1", [.text(after)])
+                guard r.count == 1, let seq = r.int(0, 0) else { return .unknownCursor }
+                from = seq
+            }
+            let r = try c.query("""
+                SELECT body FROM ridepush.webhook_events WHERE ($1::text IS NULL OR ride = $1::text) AND seq > $2
+                ORDER BY seq LIMIT $3
+                """, [ride.map { .text($0) } ?? .null, .int(from), .int(Int64(max(0, limit)))])
+            var bodies: [[UInt8]] = []
+            for i in 0..<r.count {
+                guard let body = r.bytes(i, 0) else { throw PostgresError(.value, "webhook event \(i): no body") }
+                bodies.append(body)
+            }
+            return .events(bodies)
+        }
+    }
+
+    public func purgeEvents(before instant: UnixMillis) {
+        locked(()) { (c: PostgresConnection) throws(PostgresError) in
+            _ = try c.query("DELETE FROM ridepush.webhook_events WHERE created < $1", [.int(instant)])
+        }
+    }
+
     /// Columns: seq, event_id, ride, endpoint, created, body, attempts, next attempt (a dead
     /// row: when it died), last_result.
     static func row(_ r: PGResult, _ i: Int) throws(PostgresError) -> OutboxRow {

@@ -18,6 +18,7 @@ enum PostgresRetention {
         traces AS (DELETE FROM ridepush.traces WHERE ride_id IN (SELECT id FROM batch) RETURNING 1),
         dead AS (DELETE FROM ridepush.webhook_dead WHERE ride IN (SELECT id FROM batch) RETURNING 1),
         push AS (DELETE FROM ridepush.push_targets WHERE ride IN (SELECT id FROM batch)),
+        events AS (DELETE FROM ridepush.webhook_events WHERE ride IN (SELECT id FROM batch)),
         rides AS (DELETE FROM ridepush.rides WHERE id IN (SELECT id FROM batch) RETURNING 1),
         replies AS (
             DELETE FROM ridepush.replies WHERE (scope, id) IN (

@@ -9,7 +9,7 @@ import RideStore
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 6
+    static let current: Int64 = 7
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -150,6 +150,28 @@ enum PostgresSchema {
             );
             CREATE INDEX push_targets_ride ON ridepush.push_targets (ride, n) WHERE ride IS NOT NULL;
             CREATE INDEX push_targets_rider ON ridepush.push_targets (rider, n) WHERE ride IS NULL;
+            """),
+        (7, """
+            -- The event log (GET /v1/events, docs/webhooks.md): every event once, whatever its
+            -- endpoints, kept 30 days for reconciliation; written by the outbox insert itself.
+            CREATE TABLE ridepush.webhook_events (
+                seq      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                event_id text NOT NULL UNIQUE,
+                type     text NOT NULL,
+                ride     text NOT NULL,
+                created  bigint NOT NULL,
+                body     bytea NOT NULL
+            );
+            CREATE INDEX webhook_events_ride ON ridepush.webhook_events (ride, seq);
+            CREATE INDEX webhook_events_created ON ridepush.webhook_events (created);
+            CREATE FUNCTION ridepush.webhook_events_log() RETURNS trigger LANGUAGE plpgsql AS $f$
+            BEGIN
+                INSERT INTO ridepush.webhook_events (event_id, type, ride, created, body)
+                VALUES (NEW.event_id, NEW.type, NEW.ride, NEW.created, NEW.body) ON CONFLICT (event_id) DO NOTHING;
+                RETURN NULL;
+            END $f$;
+            CREATE TRIGGER webhook_events_log AFTER INSERT ON ridepush.webhook_outbox
+                FOR EACH ROW EXECUTE FUNCTION ridepush.webhook_events_log();
             """),
     ]
 }

@@ -124,6 +124,53 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, 
         }
     }
 
+    public func requeueDead(eventID: String, now: UnixMillis) -> Int? {
+        locked(nil) { () throws(StoreError) -> Int? in
+            try db.run("BEGIN IMMEDIATE")
+            do throws(StoreError) {
+                try db.run("""
+                    INSERT INTO webhook_outbox (event_id, type, ride, endpoint, created, body, attempts, next_attempt_at)
+                    SELECT event_id, type, ride, endpoint, created, body, 0, ? FROM webhook_dead WHERE event_id = ? ORDER BY seq
+                    """, [.int(now), .text(eventID)])
+                let n = Int(db.changes)
+                try db.run("DELETE FROM webhook_dead WHERE event_id = ?", [.text(eventID)])
+                try db.run("COMMIT")
+                return n
+            } catch {
+                if db.inTransaction { try? db.run("ROLLBACK") }
+                throw error
+            }
+        }
+    }
+
+    public func events(after: String?, ride: String?, limit: Int) -> EventLogRead {
+        locked(.unavailable) { () throws(StoreError) -> EventLogRead in
+            var from: Int64 = 0
+            if let after {
+                var found: Int64?
+                try db.query("SELECT seq FROM webhook_events WHERE event_id = ?", [.text(after)]) { (r: SQLRow) throws(StoreError) in found = r.int(0) }
+                guard let found else { return .unknownCursor }
+                from = found
+            }
+            var bodies: [[UInt8]] = []
+            let sql = ride == nil ? "SELECT body FROM webhook_events WHERE seq > ? ORDER BY seq LIMIT ?"
+                : "SELECT body FROM webhook_events WHERE ride = ? AND seq > ? ORDER BY seq LIMIT ?"
+            let binds: [SQLValue] = (ride.map { [.text($0)] } ?? []) + [.int(from), .int(Int64(max(0, limit)))]
+            try db.query(sql, binds) { (r: SQLRow) throws(StoreError) in bodies.append(r.blob(0)) }
+            return .events(bodies)
+        }
+    }
+
+    public func purgeEvents(before instant: UnixMillis) {
+        locked(()) { () throws(StoreError) in
+            // Batches of 1,000: each a short statement the store worker waits behind at most.
+            repeat {
+                try db.run("DELETE FROM webhook_events WHERE seq IN (SELECT seq FROM webhook_events WHERE created < ? ORDER BY created LIMIT 1000)",
+                           [.int(instant)])
+            } while db.changes == 1000
+        }
+    }
+
     /// Columns: seq, event_id, ride, endpoint, created, body, attempts, next attempt (for a dead
     /// row: when it died), last_result.
     static func row(_ r: SQLRow) -> OutboxRow {

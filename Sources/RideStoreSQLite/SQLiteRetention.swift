@@ -28,6 +28,8 @@ extension SQLiteStore {
                 let members = "(SELECT value FROM json_each(?))"
                 try db.run("DELETE FROM webhook_dead WHERE ride IN (SELECT id FROM rides WHERE n IN \(members))", batch)
                 count.outbox = Int(db.changes)
+                // Nor the event log's copies (GET /v1/events; not counted).
+                try db.run("DELETE FROM webhook_events WHERE ride IN (SELECT id FROM rides WHERE n IN \(members))", batch)
                 // Push targets of a purged ride have nothing left to show (not counted).
                 try db.run("DELETE FROM push_targets WHERE ride IN (SELECT id FROM rides WHERE n IN \(members))", batch)
                 try db.run("DELETE FROM traces WHERE ride IN \(members)", batch)

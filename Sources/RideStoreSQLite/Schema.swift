@@ -8,7 +8,7 @@ import RideStore
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 10
+    static let current: Int64 = 11
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -211,6 +211,29 @@ enum Schema {
             );
             CREATE INDEX push_targets_ride ON push_targets (ride, n) WHERE ride IS NOT NULL;
             CREATE INDEX push_targets_rider ON push_targets (rider, n) WHERE ride IS NULL;
+            """),
+        (11, """
+            -- The event log (GET /v1/events, docs/webhooks.md): every event once, whatever its
+            -- endpoints, kept 30 days after its commit for reconciliation. Written by the
+            -- outbox insert itself, so no write path can forget it; a dead event put back in
+            -- the outbox is already there.
+            CREATE TABLE webhook_events (
+                seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+                event_id TEXT NOT NULL UNIQUE,
+                type     TEXT NOT NULL,
+                ride     TEXT NOT NULL,
+                created  INTEGER NOT NULL,       -- Unix ms of the commit
+                body     BLOB NOT NULL           -- the bytes POSTed
+            );
+            CREATE INDEX webhook_events_ride ON webhook_events (ride, seq);
+            CREATE INDEX webhook_events_created ON webhook_events (created);
+            -- NOT EXISTS, not OR IGNORE: the outbox insert's own OR ROLLBACK would override a
+            -- conflict clause here and roll the whole group back at an event's second endpoint.
+            CREATE TRIGGER webhook_events_log AFTER INSERT ON webhook_outbox BEGIN
+                INSERT INTO webhook_events (event_id, type, ride, created, body)
+                SELECT NEW.event_id, NEW.type, NEW.ride, NEW.created, NEW.body
+                WHERE NOT EXISTS (SELECT 1 FROM webhook_events WHERE event_id = NEW.event_id);
+            END;
             """),
     ]
 }

@@ -60,10 +60,44 @@ public struct WebhookMetrics: Sendable, Equatable {
     }
 }
 
-/// `--webhook-secret-file`: the bytes as-is, less trailing whitespace (`echo … > file` adds a
-/// newline); at least 32 bytes, as for the JWT secret, since it is the same kind of HMAC key.
+extension WebhookMetrics {
+    /// `POST /v1/webhooks/test`'s answer: `{"results":[{"endpoint":…,"delivered":…,"status":…,"error":…}]}`,
+    /// `status` the receiver's HTTP status (null when none came), `error` why not delivered.
+    public static func pingJSON(_ results: [(endpoint: String, result: DeliveryResult)]) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("results")
+        w.beginArray()
+        for (endpoint, result) in results {
+            w.beginObject()
+            w.field("endpoint", endpoint)
+            w.key("delivered")
+            w.bool(result.delivered)
+            w.key("status")
+            if case .status(let code) = result { w.int(Int64(code)) } else { w.null() }
+            w.key("error")
+            if result.delivered { w.null() } else { w.string(result.summary) }
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        return w.bytes
+    }
+}
+
+/// A secret file's bytes as-is, less trailing whitespace (`echo … > file` adds a newline); at
+/// least 32 bytes, as for the JWT secret, since it is the same kind of HMAC key.
 public func loadWebhookSecret(file: String) throws(WebhookSecretError) -> [UInt8] {
-    guard let handle = fopen(file, "rb") else { throw WebhookSecretError(message: "cannot read webhook secret file \(file)") }
+    var bytes = try readSecretFile(file)
+    while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
+    guard bytes.count >= 32 else {
+        throw WebhookSecretError(message: "webhook secret file \(file) holds \(bytes.count) bytes; at least 32 are needed (try: openssl rand -hex 32)")
+    }
+    return bytes
+}
+
+func readSecretFile(_ file: String, limit: Int = 4096) throws(WebhookSecretError) -> [UInt8] {
+    guard let handle = fopen(file, "rb") else { throw WebhookSecretError(message: "cannot read \(limit == 4096 ? "webhook secret file " : "")\(file)") }
     defer { fclose(handle) }
     var bytes = [UInt8]()
     var chunk = [UInt8](repeating: 0, count: 4096)
@@ -71,11 +105,7 @@ public func loadWebhookSecret(file: String) throws(WebhookSecretError) -> [UInt8
         let n = fread(&chunk, 1, chunk.count, handle)
         if n == 0 { break }
         bytes += chunk.prefix(n)
-        guard bytes.count <= 4096 else { throw WebhookSecretError(message: "webhook secret file \(file) is over 4 KiB; is it the right file?") }
-    }
-    while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
-    guard bytes.count >= 32 else {
-        throw WebhookSecretError(message: "webhook secret file \(file) holds \(bytes.count) bytes; at least 32 are needed (try: openssl rand -hex 32)")
+        guard bytes.count <= limit else { throw WebhookSecretError(message: "\(limit == 4096 ? "webhook secret file " : "")\(file) is over \(limit / 1024) KiB; is it the right file?") }
     }
     return bytes
 }

@@ -2,6 +2,7 @@ import Foundation
 import RideCore
 import RideHTTPClient
 import RideStore
+import Synchronization
 
 /// Where the sender reads pending rows and records what happened: the store's outbox table
 /// (SQLite, PostgreSQL with leases) or `MemoryOutbox`. Called only from the sender's loop thread.
@@ -22,6 +23,16 @@ public protocol WebhookOutbox: AnyObject, Sendable {
     func stats() -> OutboxStats
     /// Dead rows, oldest first, for `GET /v1/webhooks/dead`.
     func dead(limit: Int) -> [OutboxRow]
+    /// `POST /v1/webhooks/dead/{id}/retry`: event `eventID`'s dead rows (one per endpoint that
+    /// gave up) go back in the outbox in one transaction, as new rows at the end of their lanes
+    /// (the same body, attempts 0, due `now`). How many; nil when the store could not be written.
+    func requeueDead(eventID: String, now: UnixMillis) -> Int?
+    /// `GET /v1/events`: the event log (every event once, whatever its endpoints), in commit
+    /// order, after the event `after` (nil: from the oldest kept), of ride `ride` if given, at
+    /// most `limit` bodies as POSTed.
+    func events(after: String?, ride: String?, limit: Int) -> EventLogRead
+    /// Forgets logged events committed before `instant` (the sender, hourly: 30 days kept).
+    func purgeEvents(before instant: UnixMillis)
     /// Rows an earlier `pending` handed out that this node no longer holds (PostgreSQL: their
     /// lease expired and another node took them or finished them, or a retry gave the lease up
     /// until the row is due), each reported once. The sender drops them so only the holder
@@ -32,6 +43,15 @@ public protocol WebhookOutbox: AnyObject, Sendable {
 extension WebhookOutbox {
     /// One node per outbox (memory, SQLite): nothing is ever taken by another.
     public func takeLost() -> Set<Int64> { [] }
+}
+
+/// What a read of the event log found.
+public enum EventLogRead: Sendable, Equatable {
+    case events([[UInt8]])
+    /// `after` names no event kept (never one, or older than 30 days).
+    case unknownCursor
+    /// The store could not be read.
+    case unavailable
 }
 
 /// The whole outbox's state, as opposed to the heads the sender holds.
@@ -61,12 +81,14 @@ public struct DeliveryAttempt: Sendable, Equatable {
 /// receiver that hangs costs this sender one of its in-flight slots and nobody else anything.
 public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`, `stopping`, `poked`, `stats` only with `wake` locked; `thread` only in start() and stop()
     public struct Settings: Sendable {
-        /// The key of endpoints without their own.
-        public var secret: [UInt8]
-        /// Each endpoint's own key, by URL as configured (issue 36, finding 7): with one key for
+        /// The keys of endpoints without their own: every one signs (a roll in progress).
+        public var secrets: [[UInt8]]
+        /// Each endpoint's own keys, by URL as configured (issue 36, finding 7): with one key for
         /// all, any receiver holds a valid signature for every other endpoint and can replay
         /// events to them; with a key each, a signature is good at one endpoint only.
-        public var endpointSecrets: [String: [UInt8]] = [:]
+        public var endpointSecrets: [String: [[UInt8]]] = [:]
+        /// The server's endpoints (re-read on SIGHUP): their keys win over the two above.
+        public var roster: WebhookRoster?
         public var schedule = RetrySchedule()
         /// Attempts in flight at once.
         public var workers = 4
@@ -79,14 +101,27 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         /// How often the outbox is re-read when nothing wakes the loop (new rows committed by
         /// this or another node); `poke()` wakes it sooner.
         public var pollInterval: Int64 = 1_000
+        /// How long the event log (`GET /v1/events`) keeps an event after its commit.
+        public var eventRetention: Int64 = 30 * 86_400_000
 
         public init(secret: [UInt8]) {
-            precondition(!secret.isEmpty, "a webhook secret is required")
-            self.secret = secret
+            self.init(secrets: [secret])
         }
 
-        /// The key `endpoint`'s deliveries are signed with.
-        public func secret(for endpoint: String) -> [UInt8] { endpointSecrets[endpoint] ?? secret }
+        public init(secrets: [[UInt8]]) {
+            precondition(!secrets.isEmpty && secrets.allSatisfy { !$0.isEmpty }, "a webhook secret is required")
+            self.secrets = secrets
+        }
+
+        public init(roster: WebhookRoster) {
+            secrets = []
+            self.roster = roster
+        }
+
+        /// The keys `endpoint`'s deliveries are signed with, every one of them.
+        public func secrets(for endpoint: String) -> [[UInt8]] {
+            roster?.secrets(for: endpoint) ?? endpointSecrets[endpoint] ?? secrets
+        }
     }
 
     private let settings: Settings
@@ -156,7 +191,7 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
 
     private func run() {
         defer { finished.signal() }
-        var lastRead: UnixMillis?
+        var lastRead: UnixMillis?, lastPurge: UnixMillis?
         wake.lock()
         while !stopping {
             let now = clock.now()
@@ -167,6 +202,10 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
                 let rows = outbox.pending(limit: settings.batch)
                 let lost = outbox.takeLost()
                 let latest = outbox.stats()
+                if lastPurge.map({ now - $0 >= 3_600_000 }) ?? true {
+                    lastPurge = now
+                    outbox.purgeEvents(before: now - settings.eventRetention)
+                }
                 wake.lock()
                 if !lost.isEmpty { machine.drop(seqs: lost) }
                 machine.load(rows)
@@ -209,13 +248,50 @@ public final class WebhookSender: @unchecked Sendable {  // `machine`, `results`
         wake.unlock()
     }
 
+    /// `POST /v1/webhooks/test`: one signed `ping` event (`{"id":"evt_…","type":"ping","created":…}`)
+    /// to each endpoint, with its keys and the delivery deadline, neither stored nor retried.
+    /// `done` gets every endpoint's result, in `endpoints`' order, on the client's thread once
+    /// the last has answered; nothing waits meanwhile.
+    public func ping(endpoints: [String], done: @escaping @Sendable ([(endpoint: String, result: DeliveryResult)]) -> Void) {
+        guard !endpoints.isEmpty else { return done([]) }
+        let now = clock.now(), id = WebhookEvent.newID()
+        var w = JSONWriter()
+        w.beginObject()
+        w.field("id", id)
+        w.field("type", "ping")
+        w.field("created", now)
+        w.endObject()
+        let body = w.bytes
+        let results = Mutex((left: endpoints.count, got: [DeliveryResult?](repeating: nil, count: endpoints.count)))
+        for (i, endpoint) in endpoints.enumerated() {
+            let finish: @Sendable (DeliveryResult) -> Void = { result in
+                let all = results.withLock { r -> [DeliveryResult]? in
+                    r.got[i] = result
+                    r.left -= 1
+                    return r.left == 0 ? r.got.map { $0 ?? .timeout } : nil
+                }
+                if let all { done(Array(zip(endpoints, all)).map { (endpoint: $0.0, result: $0.1) }) }
+            }
+            let url: WebhookURL
+            do { url = try WebhookURL(endpoint) } catch {
+                finish(.failed(error.message))
+                continue
+            }
+            let signature = WebhookSignature.header(secrets: settings.secrets(for: endpoint), timestamp: now / 1000, body: body)
+            let request = HTTPPost.request(to: url, headers: [(WebhookSignature.eventIDHeaderName, id),
+                                                              (WebhookSignature.headerName, signature)],
+                                           body: body, timeout: settings.timeout)
+            (settings.client ?? HTTPPost.system).submit(request) { outcome in finish(HTTPPost.result(url: url, outcome)) }
+        }
+    }
+
     /// Submits one attempt (with `wake` not held); its result comes back through `results`.
     private func attempt(_ row: OutboxRow) {
         let url: WebhookURL
         do { url = try WebhookURL(row.endpoint) } catch {
             return finished(row, .failed(error.message))
         }
-        let signature = WebhookSignature.header(secret: settings.secret(for: row.endpoint), timestamp: clock.now() / 1000, body: row.body)
+        let signature = WebhookSignature.header(secrets: settings.secrets(for: row.endpoint), timestamp: clock.now() / 1000, body: row.body)
         let request = HTTPPost.request(to: url, headers: [(WebhookSignature.eventIDHeaderName, row.eventID),
                                                           (WebhookSignature.headerName, signature)],
                                        body: row.body, timeout: settings.timeout)
@@ -240,6 +316,9 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
     private var rows: [OutboxRow] = []
     private var dead: [OutboxRow] = []
     private var nextSeq: Int64 = 1
+    /// The event log: every event once (the first row's copy), in commit order.
+    private var log: [OutboxRow] = []
+    private var logged: Set<String> = []
 
     public init() {}
 
@@ -252,6 +331,7 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
             let row = OutboxRow(seq: nextSeq, event: event, endpoint: endpoint)
             nextSeq += 1
             rows.append(row)
+            if logged.insert(row.eventID).inserted { log.append(row) }
             return row.seq
         }
     }
@@ -261,8 +341,10 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         lock.lock()
         defer { lock.unlock() }
         for event in events {
-            rows.append(OutboxRow(seq: nextSeq, event: event))
+            let row = OutboxRow(seq: nextSeq, event: event)
+            rows.append(row)
             nextSeq += 1
+            if logged.insert(row.eventID).inserted { log.append(row) }
         }
     }
 
@@ -321,6 +403,37 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         return Array(dead.prefix(limit))
     }
 
+    public func requeueDead(eventID: String, now: UnixMillis) -> Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        let back = dead.filter { $0.eventID == eventID }
+        dead.removeAll { $0.eventID == eventID }
+        for row in back {
+            rows.append(OutboxRow(seq: nextSeq, eventID: row.eventID, rideID: row.rideID, endpoint: row.endpoint, created: row.created,
+                                  body: row.body, attempts: 0, nextAttemptAt: now, lastResult: nil))
+            nextSeq += 1
+        }
+        return back.count
+    }
+
+    public func events(after: String?, ride: String?, limit: Int) -> EventLogRead {
+        lock.lock()
+        defer { lock.unlock() }
+        var start = 0
+        if let after {
+            guard let i = log.firstIndex(where: { $0.eventID == after }) else { return .unknownCursor }
+            start = i + 1
+        }
+        return .events(log[start...].lazy.filter { ride == nil || $0.rideID == ride }.prefix(max(0, limit)).map(\.body))
+    }
+
+    public func purgeEvents(before instant: UnixMillis) {
+        lock.lock()
+        defer { lock.unlock() }
+        for row in log where row.created < instant { logged.remove(row.eventID) }
+        log.removeAll { $0.created < instant }
+    }
+
     /// What `MemoryStore.purgeEnded` calls: forgets the given-up rows of purged rides (rows
     /// still owed stay).
     public func purgeDead(rides: Set<String>) -> Int {
@@ -328,6 +441,7 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         defer { lock.unlock() }
         let before = dead.count
         dead.removeAll { rides.contains($0.rideID) }
+        log.removeAll { rides.contains($0.rideID) }
         return before - dead.count
     }
 }

@@ -11,7 +11,13 @@ public enum WebhookSignature {
     public static let defaultTolerance: Int64 = 300
 
     public static func header(secret: [UInt8], timestamp: Int64, body: [UInt8]) -> String {
-        "t=\(timestamp),v1=" + hex(mac(secret: secret, timestamp: timestamp, body: body))
+        header(secrets: [secret], timestamp: timestamp, body: body)
+    }
+
+    /// While a secret is rolled every key signs, in order (`t=…,v1=…,v1=…`, as Stripe does):
+    /// a receiver holding either the old or the new key verifies.
+    public static func header(secrets: [[UInt8]], timestamp: Int64, body: [UInt8]) -> String {
+        "t=\(timestamp)" + secrets.map { ",v1=" + hex(mac(secret: $0, timestamp: timestamp, body: body)) }.joined()
     }
 
     public enum Failure: Error, Equatable, Sendable {

@@ -50,8 +50,10 @@ let serveOptions: OptionTable = {
         .int("--slow-consumer-lag", placeholder: "SECONDS", range: 1...3600, default: d.slowConsumerLag, help: "disconnect a subscriber that has not read its ticks for this long"),
         .choice("--log-format", of: ["text", "json"], env: "RIDEPUSH_LOG_FORMAT", default: "text", help: "text: libwebsockets' lines; json: one object per line with time, level, message and fields"),
         // Webhooks (docs/webhooks.md): one POST per committed transition, from the store's outbox.
-        .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride"),
-        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 key of the RidePush-Signature header, at least 32 bytes; required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
+        .string("--webhook", placeholder: "URL", env: "RIDEPUSH_WEBHOOK", repeatable: true, envSeparator: ",", help: "POST every ride transition (ride.started, paused, resumed, ended) to this http:// or https:// URL, signed, at least once, in order per ride; URL#ride.ended,ride.started: only those types"),
+        .string("--webhook-secret-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_SECRET_FILE", repeatable: true, envSeparator: ",", help: "HMAC-SHA256 keys of the RidePush-Signature header, one per line (each at least 32 bytes; several while rolling: every one signs); required with --webhook. Once for every --webhook, or once per --webhook in the same order: each endpoint its own key, so no receiver can replay events to another"),
+        .string("--webhook-endpoints-file", placeholder: "F", env: "RIDEPUSH_WEBHOOK_ENDPOINTS_FILE", help: "more endpoints, one per line: URL[#types] [SECRET_FILE] (without one, the --webhook-secret-file); re-read with the secret files on SIGHUP"),
+        .int("--webhook-health-age", placeholder: "S", range: 1...604_800, env: "RIDEPUSH_WEBHOOK_HEALTH_AGE", default: 900, help: "/healthz says degraded (still 200) while a webhook delivery has waited longer than S seconds"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
         .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks, --jwks-url); proxies come from HTTPS_PROXY/NO_PROXY"),
@@ -149,28 +151,14 @@ func serveCommand(_ args: [String]) -> Int32 {
             }
             c.auth = .jwt(secret: configuredSecret)  // with no key either, a generated one is set once the store opened
         }
-        c.webhooks = o.strings("--webhook")
-        if !c.webhooks.isEmpty {
-            for url in c.webhooks {
-                do { _ = try WebhookURL(url) } catch { throw ServerError("--webhook: \(error.message)") }
-            }
-            let files = o.strings("--webhook-secret-file")
-            guard let file = files.first else {
-                throw ServerError("--webhook needs --webhook-secret-file F (RIDEPUSH_WEBHOOK_SECRET_FILE): the key receivers verify RidePush-Signature with (make one: openssl rand -hex 32 > F)")
-            }
-            // One file: every endpoint shares it (as before). One per --webhook: paired in order.
-            guard files.count == 1 || files.count == c.webhooks.count else {
-                throw ServerError("--webhook-secret-file given \(files.count) times for \(c.webhooks.count) --webhook URLs: give it once (one key for all) or once per --webhook, in the same order")
-            }
-            do { c.webhookSecret = try loadWebhookSecret(file: file) } catch { throw ServerError("--webhook-secret-file: \(error.message)") }
-            if files.count > 1 {
-                for (url, f) in zip(c.webhooks, files) {
-                    do { c.webhookEndpointSecrets[url] = try loadWebhookSecret(file: f) } catch { throw ServerError("--webhook-secret-file \(f): \(error.message)") }
-                }
-                guard Set(c.webhookEndpointSecrets.values).count == files.count else {
-                    throw ServerError("--webhook-secret-file: two endpoints share a key; give each --webhook its own (openssl rand -hex 32 > F)")
-                }
-            }
+        let webhookFlags = o.strings("--webhook"), endpointsFile = o.string("--webhook-endpoints-file")
+        if !webhookFlags.isEmpty || endpointsFile != nil {
+            do {
+                c.webhookRoster = WebhookRoster(try WebhookRoster.configure(webhooks: webhookFlags, secretFiles: o.strings("--webhook-secret-file"),
+                                                                            endpointsFile: endpointsFile))
+            } catch { throw ServerError(error.message.hasPrefix("--") ? error.message : "--webhook: \(error.message)") }
+            c.webhooks = c.webhookRoster.endpoints.map(\.url)
+            c.webhookHealthAge = Int64(o.int("--webhook-health-age")!) * 1000
         } else if !o.strings("--webhook-secret-file").isEmpty {
             Log.warn("--webhook-secret-file without --webhook: no webhooks are sent")
         }
@@ -257,8 +245,11 @@ func serveCommand(_ args: [String]) -> Int32 {
         fflush(nil)
         // SIGTERM (systemd, a rolling restart) drains over --drain-seconds; SIGINT is a person
         // at a terminal, who wants the prompt back now: everything closes at once.
-        let drainSeconds = c.drainSeconds
-        waitForSignals(drainSeconds: drainSeconds, reload: { if let keyFetcher { keyFetcher.refreshNow() } else { hub.reloadKeys() } }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
+        let drainSeconds = c.drainSeconds, roster = c.webhookRoster, secretFiles = o.strings("--webhook-secret-file")
+        waitForSignals(drainSeconds: drainSeconds, reload: {
+            if let keyFetcher { keyFetcher.refreshNow() } else { hub.reloadKeys() }
+            reloadWebhooks(roster, webhooks: webhookFlags, files: secretFiles, endpointsFile: endpointsFile)
+        }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
         hub.run()
         keyFetcher?.stop()
         closeOutbox()  // the sender stopped within run()
@@ -266,6 +257,20 @@ func serveCommand(_ args: [String]) -> Int32 {
         return 0
     } catch {
         return fail("ridepush serve: \(error.description)")
+    }
+}
+
+/// SIGHUP: the secret files and the endpoints file read again (a roll: add the new line, then
+/// drop the old one once receivers have it; an endpoint added or dropped); a file that no
+/// longer loads keeps what is in use, and says why.
+func reloadWebhooks(_ roster: WebhookRoster, webhooks: [String], files: [String], endpointsFile: String?) {
+    guard !webhooks.isEmpty || endpointsFile != nil else { return }
+    do {
+        let endpoints = try WebhookRoster.configure(webhooks: webhooks, secretFiles: files, endpointsFile: endpointsFile)
+        roster.replace(endpoints)
+        Log.info("webhooks reloaded: " + endpoints.map { "\($0.url) \($0.secrets.count) key(s)" }.joined(separator: ", "))
+    } catch {
+        Log.error("webhooks not reloaded, the endpoints and keys in use are kept: \(error.message)")
     }
 }
 

@@ -13,6 +13,18 @@ final class HTTPRouterTests: XCTestCase {
 
     func text(_ a: HTTPAnswer) -> String { String(decoding: a.body, as: UTF8.self) }
 
+    func testWebhookRoutesRefuseOtherMethodsAndUnknownPaths() {
+        for (method, path, status, allow) in [(HTTPMethod.get, "/v1/webhooks/test", UInt32(405), "POST"),
+                                              (.post, "/v1/webhooks/dead", 405, "GET, HEAD"),
+                                              (.get, "/v1/webhooks/dead/evt_1/retry", 405, "POST"),
+                                              (.post, "/v1/webhooks/dead/evt_1", 404, nil),
+                                              (.get, "/v1/webhooks", 404, nil)] {
+            guard case .failure(let r) = HTTPRouter.route(method, path) else { return XCTFail("\(method) \(path) routed") }
+            XCTAssertEqual(r.answer.status, status, path)
+            XCTAssertEqual(r.allow, allow, path)
+        }
+    }
+
     func testEveryRouteIsFoundWithWhoMayCallIt() throws {
         let table: [(HTTPMethod, String, HTTPEndpoint, HTTPAccess)] = [
             (.get, "/healthz", .health, .anyone),
@@ -22,7 +34,10 @@ final class HTTPRouterTests: XCTestCase {
             (.get, "/zones", .zones, .anyone),
             (.get, "/quote", .quote, .anyone),
             (.get, "/rides", .ridesListing, .ops(what: "listing rides")),
-            (.get, "/v1/webhooks/dead", .deadWebhooks, .ops(what: "the dead-letter listing")),
+            (.get, "/v1/webhooks/dead", .webhooks(.dead), .ops(what: "the dead-letter listing")),
+            (.head, "/v1/webhooks/dead", .webhooks(.dead), .ops(what: "the dead-letter listing")),
+            (.post, "/v1/webhooks/dead/evt_1/retry", .webhooks(.retry(id: "evt_1")), .ops(what: "retrying a dead webhook event")),
+            (.post, "/v1/webhooks/test", .webhooks(.test), .ops(what: "a test webhook delivery")),
             (.get, "/rides/r-1.a:b_c", .rideDocument(id: "r-1.a:b_c"), .token),
             (.head, "/rides/x", .rideDocument(id: "x"), .token),
             (.post, "/v1/rides", .serverAPI(.create), .token),

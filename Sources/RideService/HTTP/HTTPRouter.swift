@@ -4,7 +4,9 @@ import RideProtocol
 /// What an HTTP request asks for, once its route is found. The adapter runs the handler each
 /// case names; it decides nothing about paths, methods or tokens.
 package enum HTTPEndpoint: Equatable, Sendable {
-    case health, metrics, plans, zones, quote, ridesListing, deadWebhooks
+    case health, metrics, plans, zones, quote, ridesListing
+    /// Under `/v1/webhooks/` (WebhookDesk.swift).
+    case webhooks(WebhookOp)
     /// `GET /rides/{id}`: the id is checked before the token is (it is never echoed).
     case rideDocument(id: String)
     /// A server API POST (ServerAPIRequest.swift admits its body).
@@ -54,7 +56,6 @@ package enum HTTPRouter {
         "/zones": (.zones, .anyone),
         "/quote": (.quote, .anyone),
         "/rides": (.ridesListing, .ops(what: "listing rides")),
-        "/v1/webhooks/dead": (.deadWebhooks, .ops(what: "the dead-letter listing")),
     ]
 
     /// `query`: the query's raw `name=value` fragments, as lws decoded them. `lineCut`: an
@@ -80,6 +81,7 @@ package enum HTTPRouter {
             }
             return .success(Match(endpoint: .serverAPI(api), access: .token))
         }
+        if let webhooks = WebhookOp.route(method, path, query: query) { return webhooks }
         guard method == .get || method == .head else {
             return .failure(Refusal(answer: .error(405, "method_not_allowed", "only GET and HEAD are served"), allow: "GET, HEAD"))
         }

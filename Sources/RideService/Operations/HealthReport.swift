@@ -22,10 +22,15 @@ package struct HealthReport {
     /// `--jwks-url`'s fetches (nil without it): no set yet is degraded, a failed refresh with
     /// the last good set in force is not.
     package var identityKeys: KeySourceStatus?
+    /// The webhook sender's word and its oldest owed delivery's age (WebhookDesk.health); nil
+    /// without `--webhook`.
+    package var webhooks: (word: String, oldestPendingAge: Int64)?
 
     package init(version: String, commit: String, tickAge: Int64, loopAges: [Int64], store: String, listener: String?,
                  draining: Bool, connections: Int, subscribers: Int, rides: (riding: Int, paused: Int, ended: Int), connectionsPerThread: [Int],
-                 ticks: Int, storeHealth: StoreHealth, identityKeys: KeySourceStatus? = nil) {
+                 ticks: Int, storeHealth: StoreHealth, identityKeys: KeySourceStatus? = nil,
+                 webhooks: (word: String, oldestPendingAge: Int64)? = nil) {
+        self.webhooks = webhooks
         self.version = version
         self.commit = commit
         self.tickAge = tickAge
@@ -47,7 +52,10 @@ package struct HealthReport {
     package func verdict() -> (ok: Bool, json: [UInt8]) {
         let healthy = tickAge <= Health.stallMillis && loopAges.allSatisfy { $0 <= Health.stallMillis } && store == "ok"
             && (listener ?? "ok") == "ok" && identityKeys?.word != "failing"
-        let (ok, status) = Health.status(healthy: healthy, draining: draining)
+        var (ok, status) = Health.status(healthy: healthy, draining: draining)
+        // A receiver that is down is the receiver's outage, not this node's: said, still 200,
+        // so a load balancer does not take every node out for it (they share the receiver).
+        if ok, let webhooks, webhooks.word != "ok" { status = webhooks.word }
         var w = JSONWriter()
         w.beginObject()
         w.field("status", status)
@@ -76,6 +84,10 @@ package struct HealthReport {
         w.field("store", store)
         Health.writeStoreAges(storeHealth, into: &w)
         identityKeys?.writeHealth(into: &w)
+        if let webhooks {
+            w.field("webhooks", webhooks.word)
+            w.field("webhook_oldest_pending_age_ms", webhooks.oldestPendingAge)
+        }
         w.endObject()
         return (ok, w.bytes)
     }

@@ -1,5 +1,6 @@
 import RideAuth
 import RideCore
+import RideWebhooks
 
 /// Everything `ridepush serve` can be told; defaults are the documented ones.
 public struct ServerConfig: Sendable {
@@ -45,11 +46,11 @@ public struct ServerConfig: Sendable {
     public var wsEcho: Int?
     /// `--webhook` URLs: each committed transition is POSTed to every one (docs/webhooks.md).
     public var webhooks: [String] = []
-    /// `--webhook-secret-file`'s bytes, the HMAC key of `RidePush-Signature`.
-    public var webhookSecret: [UInt8] = []
-    /// One key per `--webhook` URL when `--webhook-secret-file` is given once per URL (in the
-    /// same order): each endpoint's deliveries are signed with its own.
-    public var webhookEndpointSecrets: [String: [UInt8]] = [:]
+    /// The endpoints with their event types and keys (`--webhook URL#types`,
+    /// `--webhook-secret-file`: one secret per line, every one signs), re-read on SIGHUP.
+    public var webhookRoster = WebhookRoster([])
+    /// `/healthz` says `degraded` while a delivery has waited longer than this (ms).
+    public var webhookHealthAge: Int64 = 15 * 60_000
     /// `--outbound-ca-file`: PEM certificates every outbound https call (webhooks, and any
     /// other call out) trusts besides the system's store; nil: the system's store only.
     public var outboundCAFile: String?

@@ -25,7 +25,7 @@ package final class StoreCoordinator: GroupCommitClient {
     /// --max-open-rides-per-rider (0: no cap).
     private let maxOpenRides: Int
     /// The `--webhook` URLs: every committed transition's write carries one outbox row for each.
-    private let webhooks: [String]
+    private let webhooks: WebhookRoster
     /// Called once a group whose writes carried outbox rows has committed (the sender's poke).
     private let eventsCommitted: () -> Void
     /// Whether a write of the group being decided carries outbox rows.
@@ -90,7 +90,7 @@ package final class StoreCoordinator: GroupCommitClient {
 
     /// `recentReplies`: how many to keep (0 when the store itself holds them in memory).
     package init(book: RideBook, registry: RideRegistry, clock: RideClock, metrics: Metrics, cluster: ClusterCatchUp? = nil,
-         recentReplies: Int = RecentReplies.defaultCapacity, maxOpenRides: Int = 0, webhooks: [String] = [], eventsCommitted: @escaping () -> Void = {},
+         recentReplies: Int = RecentReplies.defaultCapacity, maxOpenRides: Int = 0, webhooks: WebhookRoster = WebhookRoster([]), eventsCommitted: @escaping () -> Void = {},
          desk: GeoDesk? = nil, deliver: @escaping (Int, [ShardEvent]) -> Void) {
         self.desk = desk ?? GeoDesk(zones: nil, clock: clock)
         recent = RecentReplies(capacity: recentReplies)
@@ -363,7 +363,8 @@ package final class StoreCoordinator: GroupCommitClient {
     /// transaction: a refused or failed write drops both. `created` is the group's decision
     /// instant, the time the transaction commits give or take the group's few milliseconds.
     private func webhookEvents(_ c: RideBook.Change, now: UnixMillis) -> [OutboxEvent] {
-        guard !webhooks.isEmpty else { return [] }
+        let endpoints = webhooks.endpoints
+        guard !endpoints.isEmpty else { return [] }
         let type: WebhookEventType
         switch c.transition {
         case .start: type = .started
@@ -372,8 +373,11 @@ package final class StoreCoordinator: GroupCommitClient {
         case .end: type = .ended
         }
         // The ride as GET /rides/{id} returns it at this instant (the receipt once ended).
+        // Only the endpoints that take this type (`--webhook URL#ride.ended`) get a row.
+        let to = endpoints.filter { $0.wants(type.rawValue) }.map(\.url)
+        guard !to.isEmpty else { return [] }
         let document = ServerMessages.rideDocument(ride: c.after.ride, plan: c.plan, at: now)
-        return WebhookEvent(type: type, rideID: c.after.ride.id, created: now, ride: document).outboxEvents(endpoints: webhooks)
+        return WebhookEvent(type: type, rideID: c.after.ride.id, created: now, ride: document).outboxEvents(endpoints: to)
     }
 
     // MARK: where rides are (GeoDesk, GeoRequests.swift)
