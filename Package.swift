@@ -86,15 +86,18 @@ let package = Package(
         // provider token and the RS256 service-account assertion, answers as verdicts, and the
         // schedule of what is pushed when. The HTTP client and the server's wiring are elsewhere.
         .target(name: "RideDevicePush", dependencies: ["RideCore", "RideProtocol", "RideAuth", "COpenSSL"]),
+        // The device-push sender (issue 38): push intents from the outbox, the schedule, APNs and
+        // FCM over RideHTTPClient, on a thread of its own.
+        .target(name: "RidePushSender", dependencies: ["RideDevicePush", "RideWebhooks", "RideHTTPClient", "RideStore", "RideService", "RideProtocol", "RideCore", "RideAuth"]),
         // The load generator behind `ridepush bench` (raw epoll client, no lws); `--tick-encode`
         // builds tick batches in the service's own registry, so it uses RideService.
         .target(name: "RideBench", dependencies: ["RideCore", "RideService", "COpenSSL", "CEpoll", "CBenchTLS", "RideOptions"]),
         // The libwebsockets bridge: contexts, protocol, tick hub, HTTP.
         // The ride service's pure pieces (no libwebsockets): moved here from RidePushServer a step
         // at a time (issue 25); RidePushServer is becoming the lws adapter around it.
-        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks", "RideHTTPClient", "COpenSSL"]),
+        .target(name: "RideService", dependencies: ["RideCore", "RideProtocol", "RideAuth", "RideStore", "RideWebhooks", "RideHTTPClient", "RideDevicePush", "COpenSSL"]),
         .target(name: "RidePushServer", dependencies: ["RideService", "RideCore", "RideProtocol", "RideStore", "RideAuth", "RideWebhooks", "RideHTTPClient", "CLibWebSockets", "CEpoll"]),
-        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideWebhooks", "RideHTTPClient", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "RideOptions"]),
+        .executableTarget(name: "ridepush", dependencies: ["RidePushServer", "RidePushSender", "RideService", "RideStore", "RideStoreSQLite", "RideStorePostgres", "RideWebhooks", "RideHTTPClient", "RideBench", "RideAuth", "RideCore", "RideProtocol", "RidePushClient", "RideOptions"]),
         // A small client of the SDK for the integration tests (tests/test_sdk.py): many feeds in one process.
         .executableTarget(name: "ridepush-sdk-probe", dependencies: ["RidePushClient", "RideProtocol", "RideCore"]),
         // Sends webhooks from a memory outbox for tests/test_webhooks_sender.py (a Python receiver checks them).

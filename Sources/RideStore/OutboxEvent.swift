@@ -15,6 +15,11 @@ public struct OutboxEvent: Sendable, Equatable {
     /// The exact POST body, sent byte for byte on every attempt.
     public let body: [UInt8]
 
+    /// The endpoint of a push intent (docs/push.md): the device-push sender's rows in the same
+    /// outbox. Not a URL (WebhookURL takes http and https only), so no webhook is ever sent to it;
+    /// the webhook sender's reads leave these rows out and the push sender's read only them.
+    public static let pushEndpoint = "push:"
+
     public init(eventID: String, type: String, rideID: String, endpoint: String, created: UnixMillis, body: [UInt8]) {
         self.eventID = eventID
         self.type = type

@@ -109,7 +109,7 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
             guard room > 0 else { return [] }
             let r = try c.query("""
                 WITH heads AS (
-                    SELECT min(seq) AS seq FROM ridepush.webhook_outbox GROUP BY endpoint, ride
+                    SELECT min(seq) AS seq FROM ridepush.webhook_outbox WHERE endpoint <> 'push:' GROUP BY endpoint, ride
                 ), claim AS (
                     SELECT o.seq FROM ridepush.webhook_outbox o JOIN heads h ON o.seq = h.seq
                     WHERE (o.lease_owner IS NULL OR o.lease_until < $1 OR o.lease_owner = $2)
@@ -190,7 +190,8 @@ public final class PostgresOutbox: WebhookOutbox, @unchecked Sendable {  // `con
     public func stats() -> OutboxStats {
         locked(lastStats) { (c: PostgresConnection) throws(PostgresError) -> OutboxStats in
             let r = try c.query("""
-                SELECT (SELECT count(*) FROM ridepush.webhook_outbox), (SELECT min(created) FROM ridepush.webhook_outbox),
+                SELECT (SELECT count(*) FROM ridepush.webhook_outbox WHERE endpoint <> 'push:'),
+                       (SELECT min(created) FROM ridepush.webhook_outbox WHERE endpoint <> 'push:'),
                        (SELECT count(*) FROM ridepush.webhook_dead)
                 """)
             lastStats = OutboxStats(pending: Int(r.int(0, 0) ?? 0), oldestPendingCreated: r.int(0, 1), dead: Int(r.int(0, 2) ?? 0))

@@ -66,7 +66,7 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, 
             var rows: [OutboxRow] = []
             try db.query("""
                 SELECT o.seq, o.event_id, o.ride, o.endpoint, o.created, o.body, o.attempts, o.next_attempt_at, o.last_result
-                FROM (SELECT min(seq) AS seq FROM webhook_outbox GROUP BY endpoint, ride) h
+                FROM (SELECT min(seq) AS seq FROM webhook_outbox WHERE endpoint <> 'push:' GROUP BY endpoint, ride) h
                 JOIN webhook_outbox o ON o.seq = h.seq
                 ORDER BY o.next_attempt_at, o.seq LIMIT ?
                 """, [.int(Int64(max(0, limit)))]) { (r: SQLRow) throws(StoreError) in rows.append(Self.row(r)) }
@@ -103,7 +103,8 @@ public final class SQLiteOutbox: WebhookOutbox, @unchecked Sendable {  // `db`, 
         locked(lastStats) { () throws(StoreError) in
             var out = OutboxStats()
             try db.query("""
-                SELECT (SELECT count(*) FROM webhook_outbox), (SELECT min(created) FROM webhook_outbox),
+                SELECT (SELECT count(*) FROM webhook_outbox WHERE endpoint <> 'push:'),
+                       (SELECT min(created) FROM webhook_outbox WHERE endpoint <> 'push:'),
                        (SELECT count(*) FROM webhook_dead)
                 """) { (r: SQLRow) throws(StoreError) in
                 out = OutboxStats(pending: Int(r.int(0)), oldestPendingCreated: r.optionalInt(1), dead: Int(r.int(2)))

@@ -353,7 +353,7 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         defer { lock.unlock() }
         var seen = Set<[String]>()
         var heads = [OutboxRow]()
-        for row in rows where seen.insert([row.endpoint, row.rideID]).inserted {
+        for row in rows where row.endpoint != OutboxEvent.pushEndpoint && seen.insert([row.endpoint, row.rideID]).inserted {
             heads.append(row)
         }
         heads.sort { ($0.nextAttemptAt, $0.seq) < ($1.nextAttemptAt, $1.seq) }
@@ -394,7 +394,8 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
     public func stats() -> OutboxStats {
         lock.lock()
         defer { lock.unlock() }
-        return OutboxStats(pending: rows.count, oldestPendingCreated: rows.lazy.map(\.created).min(), dead: dead.count)
+        let mine = rows.lazy.filter { $0.endpoint != OutboxEvent.pushEndpoint }
+        return OutboxStats(pending: mine.count, oldestPendingCreated: mine.map(\.created).min(), dead: dead.count)
     }
 
     public func dead(limit: Int) -> [OutboxRow] {

@@ -28,10 +28,12 @@ enum PushRegistrations {
             }
             let t = r.target
             let rider = access?.rider ?? ""
+            var current: Ride?
             do throws(StoreError) {
                 if let ride = t.ride {
                     registry.metrics.add(registry.metrics.storeRideReads)
                     if let stored = try store.ride(ride) {
+                        current = stored.ride
                         if let a = access, !a.mayControl(rideOwner: stored.owner) {
                             return refuse(.forbidden, "only the ride's rider (or an operator) may register pushes for ride \"\(ride)\"")
                         }
@@ -45,8 +47,13 @@ enum PushRegistrations {
                 }
                 switch r.action {
                 case .register:
+                    let now = registry.clock.now()
                     try targets.registerPush(StoredPushTarget(platform: t.platform.rawValue, kind: t.kind.rawValue, ride: t.ride,
-                                                              rider: rider, token: t.token, at: registry.clock.now()))
+                                                              rider: rider, token: t.token, at: now))
+                    // The ride as it is now, to the new target at once (stored: durable before the push).
+                    if let push = registry.devicePush, let ride = current, let plan = registry.plan(ride.planID) {
+                        push.registered(t, RideActivityContent(ride, plan, at: now))
+                    }
                 case .unregister:
                     // Idempotent: removing a target that is not there is acknowledged too.
                     try targets.unregisterPush(ride: t.ride, rider: rider, token: t.token)

@@ -42,7 +42,13 @@ package final class RideRegistry: Sendable {
     /// LWS_PRE), handed in by the adapter at start: this side never asks lws.
     let pre: Int
 
-    package init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int) {
+    /// With APNs or FCM configured (docs/push.md): where intents are poked and registrations
+    /// handed; the store coordinator writes push intents with every transition when set.
+    package let devicePush: (any DevicePushOutlet)?
+
+    package init(plans: [FarePlan], shards: Int, clock: RideClock, metrics: Metrics, ops: OpsFeed? = nil, pre: Int,
+                 devicePush: (any DevicePushOutlet)? = nil) {
+        self.devicePush = devicePush
         self.ops = ops
         self.pre = pre
         var byID: [String: FarePlan] = [:]

@@ -1,5 +1,6 @@
 import RideAuth
 import RideCore
+import RideDevicePush
 import RideProtocol
 import RideStore
 import RideWebhooks
@@ -351,7 +352,7 @@ package final class StoreCoordinator: GroupCommitClient {
 
     private func write(_ c: RideBook.Change, reply: ReplyRecord?, now: UnixMillis) -> StoreWrite {
         let r = c.after.ride
-        let outbox = webhookEvents(c, now: now)
+        let outbox = webhookEvents(c, now: now) + pushIntents(c, now: now)
         if !outbox.isEmpty { groupHasEvents = true }
         if c.isStart {
             return .create(NewRide(id: r.id, planID: r.planID, owner: r.owner, limit: r.limit, startedAt: r.startedAt, outbox: outbox), reply: reply)
@@ -378,6 +379,19 @@ package final class StoreCoordinator: GroupCommitClient {
         guard !to.isEmpty else { return [] }
         let document = ServerMessages.rideDocument(ride: c.after.ride, plan: c.plan, at: now)
         return WebhookEvent(type: type, rideID: c.after.ride.id, created: now, ride: document).outboxEvents(endpoints: to)
+    }
+
+    /// With device pushes configured, the change's push intent (docs/push.md): one more outbox
+    /// row, for the push sender's reserved endpoint, in the same transaction, so a transition
+    /// committed is a push owed even across a crash. The content-state is the ride's at `now`.
+    private func pushIntents(_ c: RideBook.Change, now: UnixMillis) -> [OutboxEvent] {
+        guard registry.devicePush != nil else { return [] }
+        let r = c.after.ride
+        let content = RideActivityContent(r, c.plan, at: now, distance: desk.trace(r.id)?.metres)
+        let intent = PushIntent(seq: c.seq, transition: c.transition.kind, content: content, rider: r.owner ?? "",
+                                planName: c.plan.displayName, created: now)
+        return [OutboxEvent(eventID: "push_\(r.id)_\(c.seq)", type: "push.\(intent.transition)", rideID: r.id,
+                            endpoint: OutboxEvent.pushEndpoint, created: now, body: intent.body())]
     }
 
     // MARK: where rides are (GeoDesk, GeoRequests.swift)
@@ -607,7 +621,10 @@ package final class StoreCoordinator: GroupCommitClient {
         }
         if !trimmed.isEmpty { dropped.withLock { $0 += trimmed } }
         // Durable now: have the sender read the new rows rather than wait for its next poll.
-        if group.outboxRows { eventsCommitted() }
+        if group.outboxRows {
+            eventsCommitted()
+            registry.devicePush?.poke()
+        }
     }
 }
 

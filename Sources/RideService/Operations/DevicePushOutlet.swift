@@ -1,0 +1,18 @@
+import RideCore
+import RideProtocol
+
+/// What the service needs of the device-push sender (docs/push.md), which lives beside it on
+/// threads of its own: every call here returns at once (a hand-off under a lock), so the store
+/// worker and the service threads never wait on APNs, FCM or the sender's store reads.
+public protocol DevicePushOutlet: AnyObject, Sendable {
+    func start()
+    func stop()
+    /// Push intents were committed: read the outbox now rather than at the next poll.
+    func poke()
+    /// A device registered `target` on a ride that is as `content` says now: the `update`
+    /// it is owed at once, in memory (a lost one is only the registration's; the next
+    /// transition's intent is durable).
+    func registered(_ target: PushTarget, _ content: RideActivityContent)
+    /// `/metrics` lines (`ridepush_push_*`), from the sender's last counts: no I/O.
+    func prometheusText() -> String
+}
