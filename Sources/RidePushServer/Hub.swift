@@ -107,7 +107,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         let threads = max(1, config.threads)
         let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
         ops = OpsFeed(threads: threads, pre: pre)
-        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre)
+        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre, devicePush: config.devicePush)
         self.registry = registry
         var book = RideBook(plans: config.plans)
         var cluster: ClusterCatchUp?
@@ -255,6 +255,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public func run() {
         storeWorker.start()
         webhookSender?.start()
+        config.devicePush?.start()
         clusterFeed?.start()
         let trimmer = HeapTrimmer(connections: { [shards] in shards.reduce(0) { $0 + $1.connectionCount.load(ordering: .relaxed) } },
                                   trim: { _ = malloc_trim(0) })
@@ -279,6 +280,7 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         storeWorker.stop()
         // After the worker: no commit pokes it any more. Before the caller closes the outbox.
         webhookSender?.stop()
+        config.devicePush?.stop()
         trimmer.stop()
     }
 

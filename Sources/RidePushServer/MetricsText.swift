@@ -60,6 +60,7 @@ extension Hub {
         if let t = ProcessStats.startTime { metric("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, seconds.", [("", t)]) }
         // The sender's counts as of its last outbox read: no I/O here.
         if let sender = webhookSender { out.append(sender.metrics.prometheusText(now: clock.now())) }
+        if let push = config.devicePush { out.append(push.prometheusText()) }
         return out.text
     }
 }

@@ -56,7 +56,16 @@ let serveOptions: OptionTable = {
         .int("--webhook-health-age", placeholder: "S", range: 1...604_800, env: "RIDEPUSH_WEBHOOK_HEALTH_AGE", default: 900, help: "/healthz says degraded (still 200) while a webhook delivery has waited longer than S seconds"),
         // Every outbound https call (webhooks, and any other call out) verifies its peer against
         // the system's store and this file: a private CA, an inspecting proxy's CA.
-        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks, --jwks-url); proxies come from HTTPS_PROXY/NO_PROXY"),
+        .string("--outbound-ca-file", placeholder: "F", env: "RIDEPUSH_OUTBOUND_CA_FILE", help: "PEM CA certificates trusted besides the system's for every outbound https call (webhooks, --jwks-url, APNs, FCM, the OAuth token); proxies come from HTTPS_PROXY/NO_PROXY"),
+        // Device pushes (docs/push.md): Live Activities over APNs, Android notifications over FCM.
+        .string("--apns-key-file", placeholder: "F", env: "RIDEPUSH_APNS_KEY_FILE", help: "the APNs auth key (AuthKey_KID.p8, EC P-256) provider tokens are signed with; with --apns-key-id, --apns-team-id and --apns-topic, Live Activities registered by riders are updated over APNs (docs/push.md)"),
+        .string("--apns-key-id", placeholder: "KID", env: "RIDEPUSH_APNS_KEY_ID", help: "the key's id (the kid of the provider token)"),
+        .string("--apns-team-id", placeholder: "TEAM", env: "RIDEPUSH_APNS_TEAM_ID", help: "the Apple developer team id (the iss of the provider token)"),
+        .string("--apns-topic", placeholder: "BUNDLE_ID", env: "RIDEPUSH_APNS_TOPIC", help: "the app's bundle id; pushes go to BUNDLE_ID.push-type.liveactivity"),
+        .string("--apns-url", placeholder: "URL", env: "RIDEPUSH_APNS_URL", default: "https://api.push.apple.com", help: "APNs; https://api.sandbox.push.apple.com for development builds"),
+        .string("--fcm-service-account", placeholder: "F", env: "RIDEPUSH_FCM_SERVICE_ACCOUNT", help: "a Google service account's JSON key: Android notifications registered by riders are driven over FCM v1 (docs/push.md)"),
+        .string("--fcm-url", placeholder: "URL", env: "RIDEPUSH_FCM_URL", default: "https://fcm.googleapis.com", help: "FCM's HTTP v1 API"),
+        .int("--live-activity-dismiss-after", placeholder: "SECONDS", range: 0...86_400, env: "RIDEPUSH_LIVE_ACTIVITY_DISMISS_AFTER", default: 900, help: "how long an ended ride stays on the lock screen (the end push's dismissal-date)"),
         .int("--retain-ended", placeholder: "DAYS", range: 1...36_500, env: "RIDEPUSH_RETAIN_ENDED", help: "delete rides that ended more than DAYS ago, with their journal, replies, traces and given-up webhook deliveries, in small batches (docs/retention.md); without it every ride is kept"),
         .int("--drain-seconds", placeholder: "SECONDS", range: 0...3600, env: "RIDEPUSH_DRAIN_SECONDS", default: d.drainSeconds, help: "on SIGTERM: /healthz says draining (503), the port closes, and the WebSockets are closed with 1012 spread over this many seconds so riders reconnect to other nodes in a trickle; the process exits at once when none is left (docs/operations.md#rolling-restarts); 0: close them all at once"),
         .string("--allow-origin", placeholder: "ORIGIN", env: "RIDEPUSH_ALLOW_ORIGIN", repeatable: true, envSeparator: ",", help: "allowed browser Origin; without one, any"),
@@ -212,6 +221,8 @@ func serveCommand(_ args: [String]) -> Int32 {
         }
         let keyFetcher: JWKSFetcher?
         if let url = c.jwksURL { keyFetcher = try firstKeyFetch(url, config: &c) } else { keyFetcher = nil }
+        let push = try devicePushSender(o, store: store, config: c)
+        c.devicePush = push?.sender
         let hub = try Hub(config: c, store: store, faults: StoreFaults.fromEnvironment(), outbox: outbox)
         if let keyFetcher, let verifier = hub.verifier { keyFetcher.start(verifier: verifier) }
         let scheme = c.tlsCert == nil ? "http" : "https"
@@ -252,7 +263,8 @@ func serveCommand(_ args: [String]) -> Int32 {
         }, then: { sig in hub.shutdown(drainSeconds: sig == SIGINT ? 0 : drainSeconds) })
         hub.run()
         keyFetcher?.stop()
-        closeOutbox()  // the sender stopped within run()
+        closeOutbox()  // the senders stopped within run()
+        push?.close()
         print("ridepush: stopped")
         return 0
     } catch {

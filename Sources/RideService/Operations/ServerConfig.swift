@@ -54,6 +54,9 @@ public struct ServerConfig: Sendable {
     /// `--outbound-ca-file`: PEM certificates every outbound https call (webhooks, and any
     /// other call out) trusts besides the system's store; nil: the system's store only.
     public var outboundCAFile: String?
+    /// With APNs or FCM configured: the device-push sender (docs/push.md), started and stopped
+    /// with the server.
+    public var devicePush: (any DevicePushOutlet)?
     /// `--zones`: the GBFS geofencing_zones.json as loaded, and its bytes (`GET /zones`).
     public var zones: Geofencing?
     public var zonesDocument: [UInt8]?
