@@ -83,3 +83,120 @@ def test_a_rides_activity_gets_one_push_per_event_and_none_per_second(standins, 
                                 and m.get("ridepush_push_pending") == 0 else None)(metric(srv, "ridepush_push")),
                        5, "targets and intents gone")
         assert m['ridepush_push_sent_total{platform="apns",result="delivered"}'] == 4
+
+
+def test_410_drops_the_token_and_the_other_target_still_gets_every_push(standins, tmp_path):
+    apns = standins.apns
+    apns.unregister(OTHER)
+    with serve(standins, tmp_path / "rides.db") as srv, Client(srv.ws) as c:
+        assert c.request({"type": "start", "ride": "r-2"})["type"] == "state"
+        register(c, "r-2", TOKEN)
+        register(c, "r-2", OTHER)
+        apns.wait_requests(2, timeout=10)
+        wait_until(lambda: metric(srv, "ridepush_push_targets").get("ridepush_push_targets") == 1, 5, "the 410 target deleted")
+        time.sleep(1.1)
+        assert c.request({"type": "pause", "ride": "r-2"})["type"] == "state"
+        apns.wait_accepted(2, timeout=10)
+        time.sleep(1)
+        sent = [(r.token, r.status) for r in apns.requests]
+        assert sent.count((OTHER, 410)) == 1 and (OTHER, 200) not in sent, "no push to a dropped token"
+        assert sent.count((TOKEN, 200)) == 2
+        m = metric(srv, "ridepush_push_sent_total")
+        assert m['ridepush_push_sent_total{platform="apns",result="dropped"}'] == 1
+
+
+def test_403_expired_provider_token_signs_a_new_one_and_429_is_retried(standins, tmp_path):
+    apns = standins.apns
+    with serve(standins, tmp_path / "rides.db") as srv, Client(srv.ws) as c:
+        assert c.request({"type": "start", "ride": "r-3"})["type"] == "state"
+        register(c, "r-3", TOKEN)
+        apns.wait_accepted(1, timeout=10)
+        # Apple says the token is too old: the next push is refused with 403, then the sender
+        # signs a new one (within the same second's iat if need be) and sends again.
+        apns.expire_provider_tokens()
+        time.sleep(1.1)
+        assert c.request({"type": "pause", "ride": "r-3"})["type"] == "state"
+        apns.wait_accepted(2, timeout=10)
+        assert len(apns.provider_tokens) == 2, "a new provider token after ExpiredProviderToken"
+        assert [(r.status, r.reason) for r in apns.requests][1:] == [(403, "ExpiredProviderToken"), (200, "")]
+        # 429 twice: retried after 1 s, then 2 s, the same content.
+        apns.answer_next(429, "TooManyRequests", times=2)
+        time.sleep(1.1)
+        t0 = time.monotonic()
+        assert c.request({"type": "resume", "ride": "r-3"})["type"] == "state"
+        apns.wait_accepted(3, timeout=15)
+        took = time.monotonic() - t0
+        tail = apns.requests[3:]
+        assert [r.status for r in tail] == [429, 429, 200]
+        assert len({json.dumps(r.content_state, sort_keys=True) for r in tail}) == 1
+        assert 2.5 < took < 8, took
+        m = metric(srv, "ridepush_push_sent_total")
+        assert m['ridepush_push_sent_total{platform="apns",result="retried"}'] == 2
+        assert m['ridepush_push_sent_total{platform="apns",result="renewed"}'] == 1
+
+
+def test_push_to_start_for_a_ride_the_backend_starts(standins, tmp_path):
+    from test_security import ENV, control
+    from test_server_api import post
+    apns = standins.apns
+    env = dict(ENV)
+    with serve(standins, tmp_path / "rides.db", auth="jwt", env=env) as srv:
+        with Client(srv.ws + "?token=" + control("dana")) as c:
+            ack = c.request({"type": "register_push", "platform": "apns", "kind": "push_to_start", "token": OTHER})
+            assert ack["type"] == "push_registered", ack
+        status, body, _ = post(srv, "/v1/rides", {"rider": "dana", "ride": "r-4", "limit": 1800}, token=control("ops", ops=True))
+        assert status == 201, body
+        rec = apns.wait_accepted(1, timeout=10)[0]
+        print("\npush-to-start: " + apns.transcript())
+        assert rec.token == OTHER and rec.event == "start" and rec.priority == 10
+        assert rec.aps["attributes-type"] == "RideAttributes"
+        assert rec.aps["attributes"]["ride"] == "r-4" and rec.aps["attributes"]["plan"]
+        assert rec.content_state["ride"] == "r-4" and rec.content_state["state"] == "riding" and "limit_at" in rec.content_state
+        assert rec.aps["alert"]["title"]
+        # The token is the rider's: kept for the next ride.
+        assert metric(srv, "ridepush_push_targets")["ridepush_push_targets"] == 1
+
+
+def test_kill_9_while_apns_answers_503_loses_nothing(standins, tmp_path):
+    apns = standins.apns
+    path = tmp_path / "rides.db"
+    srv = serve(standins, path).start()
+    try:
+        with Client(srv.ws) as c:
+            assert c.request({"type": "start", "ride": "r-5"})["type"] == "state"
+            register(c, "r-5", TOKEN)
+            apns.wait_accepted(1, timeout=10)
+            apns.answer_next(503, "ServiceUnavailable", times=1000)
+            time.sleep(1.1)
+            assert c.request({"type": "end", "ride": "r-5"})["type"] == "state"
+            apns.wait_requests(3, timeout=10)  # the end, refused, and retried
+            assert metric(srv, "ridepush_push_pending")["ridepush_push_pending"] == 1
+        srv.kill9()
+        with apns.script.lock:
+            apns.script.any.clear()  # APNs is back
+        srv = serve(standins, path, create_store=False).start()
+        recs = apns.wait_accepted(2, timeout=15)
+        end = recs[-1]
+        assert end.event == "end" and end.content_state["state"] == "ended" and end.priority == 10
+        assert all(r.status == 503 for r in apns.requests[1:-1])
+        wait_until(lambda: metric(srv, "ridepush_push")["ridepush_push_pending"] == 0, 5, "the intent delivered after the restart")
+    finally:
+        srv.stop()
+
+
+def test_fcm_data_values_are_all_strings(standins, tmp_path):
+    fcm, oauth = standins.fcm, standins.oauth
+    token = "fcm-token-" + "x" * 40
+    with serve(standins, tmp_path / "rides.db") as srv, Client(srv.ws) as c:
+        assert c.request({"type": "start", "ride": "r-6"})["type"] == "state"
+        register(c, "r-6", token, platform="fcm", kind="notification")
+        time.sleep(1.1)
+        assert c.request({"type": "end", "ride": "r-6"})["type"] == "state"
+        recs = fcm.wait_accepted(2, timeout=10)
+        for r in recs:
+            data = r.message["data"]
+            assert data and all(isinstance(v, str) for v in data.values()), data
+            assert r.message["token"] == token and r.message["android"]["collapse_key"] == "r-6"
+        assert [r.message["data"]["state"] for r in recs] == ["riding", "ended"]
+        assert recs[0].message["android"]["priority"] == "high"
+        assert len([r for r in oauth.requests if r.status == 200]) == 1, "the access token is cached"

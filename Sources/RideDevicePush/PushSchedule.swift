@@ -54,6 +54,10 @@ public struct PushSchedule {
         var lastOpportunistic: UnixMillis?
         /// An `end` has been queued: nothing else goes to this target.
         var ended = false
+        /// The `at` of the newest content queued: older content is not queued after it (the
+        /// device drops an update older than the one it shows; a transition's intent read after
+        /// a registration's update is one).
+        var newest: UnixMillis = .min
     }
 
     public let settings: Settings
@@ -126,6 +130,13 @@ public struct PushSchedule {
         return out
     }
 
+    /// Whether a push to `target` is waiting or in flight: what a change just queued for it
+    /// is still owed (false: nothing was queued, or it merged into nothing that will be sent).
+    public func owes(_ target: PushTarget) -> Bool {
+        guard let s = slots[target] else { return false }
+        return s.waiting != nil || s.inFlight != nil
+    }
+
     /// When `poll` next has something to do, if anything is waiting.
     public func nextWake() -> UnixMillis? {
         var wake = fareWakes.values.min()
@@ -190,6 +201,8 @@ public struct PushSchedule {
 
     private mutating func enqueue(_ t: PushTarget, _ p: DevicePush) {
         guard var s = slots[t], !s.ended else { return }
+        if p.event != .end, p.content.at < s.newest { return }
+        s.newest = max(s.newest, p.content.at)
         if p.event == .end { s.ended = true }
         s.waiting = merge(older: s.waiting, newer: p)
         slots[t] = s

@@ -271,7 +271,9 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     private func open(_ l: Loaded) -> [Int64] {
         var owed: [PushTarget] = []
         for s in l.targets {
-            guard let t = target(s), usable(t) else { continue }
+            // A target registered after the transition got the ride as it was at its
+            // registration (`registered`), which is newer: this intent owes it nothing.
+            guard let t = target(s), usable(t), s.at <= l.intent.created else { continue }
             if known[t] == nil {
                 known[t] = s
                 schedule.register(t, l.intent.content)
@@ -286,7 +288,9 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
                            alert: DevicePush.Alert(title: l.intent.planName, body: "Your ride has started"))
             owed.append(t)
         }
-        return ledger.opened(l.seq, targets: owed)
+        // Owed only where something is now waiting or in flight: content older than what a
+        // target was already sent (its registration's update) queues nothing.
+        return ledger.opened(l.seq, targets: owed.filter { schedule.owes($0) })
     }
 
     private func target(_ s: StoredPushTarget) -> PushTarget? {
