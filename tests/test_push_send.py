@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pushstandins as P  # noqa: E402
+from pg import pg_db, postgres  # noqa: E402,F401 (fixtures)
 from rp import Client, Server  # noqa: E402
 
 TOKEN = "a1" * 32
@@ -200,3 +201,38 @@ def test_fcm_data_values_are_all_strings(standins, tmp_path):
         assert [r.message["data"]["state"] for r in recs] == ["riding", "ended"]
         assert recs[0].message["android"]["priority"] == "high"
         assert len([r for r in oauth.requests if r.status == 200]) == 1, "the access token is cached"
+
+
+def test_two_nodes_on_postgresql_push_each_intent_once(standins, pg_db):
+    pg, db = pg_db
+    apns = standins.apns
+    a = Server(*standins.server_args(), store=pg.uri(db), env=standins.env()).start()
+    try:
+        b = Server(*standins.server_args(), store=pg.uri(db), env=standins.env()).start()
+        try:
+            with Client(a.ws) as ca, Client(b.ws) as cb:
+                rides = ["pg-%d" % i for i in range(3)]
+                for n, r in enumerate(rides):
+                    assert ca.request({"type": "start", "ride": r})["state"] == "riding"
+                    register(ca, r, ("%02x" % (n + 1)) * 32)
+                    deadline = time.monotonic() + 5
+                    while b.get("/rides/" + r)[1].get("state") != "riding":
+                        assert time.monotonic() < deadline, "node B never saw " + r
+                        time.sleep(0.05)
+                apns.wait_accepted(3, timeout=10)
+                for cmd, node in (("pause", cb), ("resume", cb), ("end", ca)):
+                    time.sleep(1.1)
+                    for r in rides:
+                        assert node.request({"type": cmd, "ride": r})["type"] == "state"
+                apns.wait_accepted(12, timeout=20)
+                time.sleep(2)  # a second copy of any push would have arrived by now
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+    log = apns.requests
+    assert all(r.status == 200 for r in log), apns.transcript()
+    assert len(log) == 12, apns.transcript()
+    for n, r in enumerate(rides):
+        mine = [x for x in log if x.content_state["ride"] == r]
+        assert sorted(x.content_state["state"] for x in mine) == ["ended", "paused", "riding", "riding"], apns.transcript()
