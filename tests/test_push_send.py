@@ -54,9 +54,10 @@ def wait_until(pred, timeout, what):
     raise AssertionError("not within %ss: %s" % (timeout, what))
 
 
-def test_a_rides_activity_gets_one_push_per_event_and_none_per_second(standins, tmp_path):
+@pytest.mark.parametrize("store", ["sqlite", "memory"])
+def test_a_rides_activity_gets_one_push_per_event_and_none_per_second(standins, tmp_path, store):
     apns = standins.apns
-    with serve(standins, tmp_path / "rides.db") as srv, Client(srv.ws) as c:
+    with serve(standins, tmp_path / "rides.db" if store == "sqlite" else "memory") as srv, Client(srv.ws) as c:
         assert c.request({"type": "start", "ride": "r-1"})["type"] == "state"
         register(c, "r-1", TOKEN)
         apns.wait_accepted(1, timeout=10)

@@ -42,8 +42,13 @@ public final class MemoryStore: RideStore {
     private var traces: [String: TraceCheckpoint] = [:]
     /// Receives the outbox events of every write kept (nil: webhooks off, events dropped).
     private let outbox: OutboxSink?
-    /// Push targets in the order registered (MemoryPushTargets.swift).
-    var pushTargetList: [StoredPushTarget] = []
+    /// Push targets in the order registered (MemoryPushTargets.swift), behind a lock: the push
+    /// sender reads and deletes them from its own thread, as it does through a connection of
+    /// its own with SQLite and PostgreSQL.
+    let pushTargetList = Locked<[StoredPushTarget]>([])
+
+    /// Where the outbox events go (the push sender reads its intents there).
+    public var outboxSink: OutboxSink? { outbox }
 
     public init(outbox: OutboxSink? = nil) {
         self.outbox = outbox
@@ -174,7 +179,7 @@ public final class MemoryStore: RideStore {
             entries = keptEntries
             count.rides = gone.count
             for id in goneIDs where traces.removeValue(forKey: id) != nil { count.traces += 1 }
-            pushTargetList.removeAll { $0.ride.map { goneIDs.contains($0) } ?? false }
+            pushTargetList.withLock { list in list.removeAll { $0.ride.map { goneIDs.contains($0) } ?? false } }
             count.outbox = outbox?.purgeDead(rides: goneIDs) ?? 0
         }
         // Replies are not linked to their ride (a start without an id, a server API request):

@@ -379,6 +379,25 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
         }
     }
 
+    /// Push intents after `seq`, oldest first (MemoryPushIntents).
+    func pushRows(after seq: Int64, limit: Int) -> [OutboxRow] {
+        lock.lock()
+        defer { lock.unlock() }
+        return Array(rows.lazy.filter { $0.endpoint == OutboxEvent.pushEndpoint && $0.seq > seq }.prefix(limit))
+    }
+
+    func removePushRow(_ seq: Int64) {
+        lock.lock()
+        defer { lock.unlock() }
+        rows.removeAll { $0.seq == seq && $0.endpoint == OutboxEvent.pushEndpoint }
+    }
+
+    var pushRowCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return rows.lazy.filter { $0.endpoint == OutboxEvent.pushEndpoint }.count
+    }
+
     public var pendingRows: [OutboxRow] {
         lock.lock()
         defer { lock.unlock() }

@@ -181,8 +181,9 @@ func serveCommand(_ args: [String]) -> Int32 {
         var outbox: WebhookOutbox?
         var closeOutbox: () -> Void = {}
         if c.store == "memory" {
-            let memory = c.webhooks.isEmpty ? nil : MemoryOutbox()
-            outbox = memory
+            // Device pushes keep their intents in the same outbox (docs/push.md).
+            let memory = c.webhooks.isEmpty && !wantsDevicePush(o) ? nil : MemoryOutbox()
+            outbox = c.webhooks.isEmpty ? nil : memory
             store = MemoryStore(outbox: memory)
         } else if PostgresSettings.isURI(c.store) {
             let pg = try openPostgres(c.store, passwordFile: o.string("--store-password-file"))

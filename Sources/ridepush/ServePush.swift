@@ -16,7 +16,7 @@ import RideWebhooks
 func devicePushSender(_ o: ParsedOptions, store: RideStore, config c: ServerConfig) throws(ServerError) -> (sender: PushSender, close: () -> Void)? {
     let apnsFlags = ["--apns-key-file", "--apns-key-id", "--apns-team-id", "--apns-topic"]
     let given = apnsFlags.filter { o.string($0) != nil }
-    guard !given.isEmpty || o.string("--fcm-service-account") != nil else { return nil }
+    guard wantsDevicePush(o) else { return nil }
     guard given.isEmpty || given.count == apnsFlags.count else {
         throw ServerError("\(apnsFlags.filter { o.string($0) == nil }.joined(separator: ", ")) missing: APNs needs \(apnsFlags.joined(separator: ", ")) together")
     }
@@ -54,8 +54,10 @@ func devicePushSender(_ o: ParsedOptions, store: RideStore, config c: ServerConf
             outbox = o
             close = { o.close() }
         } catch { throw ServerError("--store \(c.store): push outbox: \(error.message)") }
+    } else if let memory = store as? MemoryStore, let rows = memory.outboxSink as? MemoryOutbox {
+        outbox = MemoryPushIntents(outbox: rows, store: memory)
     } else {
-        throw ServerError("device pushes need a SQLite or PostgreSQL --store (their intents are kept with the rides)")
+        throw ServerError("device pushes need the store's outbox")
     }
     let sender = PushSender(settings: settings, outbox: outbox) { a in
         // The push log: every answer, so an outage reads as attempts and a dropped token as such.
@@ -63,6 +65,11 @@ func devicePushSender(_ o: ParsedOptions, store: RideStore, config c: ServerConf
                  ["ride": .string(a.push.content.ride), "platform": .string(a.target.platform.rawValue), "event": .string(a.push.event.rawValue)])
     }
     return (sender, close)
+}
+
+/// Whether any APNs or FCM flag was given.
+func wantsDevicePush(_ o: ParsedOptions) -> Bool {
+    ["--apns-key-file", "--apns-key-id", "--apns-team-id", "--apns-topic", "--fcm-service-account"].contains { o.string($0) != nil }
 }
 
 /// `--apns-url`, `--fcm-url`: an https (or, for a local stand-in, http) base without a trailing slash.
