@@ -58,33 +58,37 @@ def wait_until(pred, timeout, what):
 def test_a_rides_activity_gets_one_push_per_event_and_none_per_second(standins, tmp_path, store):
     apns = standins.apns
     with serve(standins, tmp_path / "rides.db" if store == "sqlite" else "memory") as srv, Client(srv.ws) as c:
-        assert c.request({"type": "start", "ride": "r-1"})["type"] == "state"
+        # A limit just over 5 minutes: the 5-minute warning comes a second or two in.
+        assert c.request({"type": "start", "ride": "r-1", "limit": 302})["type"] == "state"
         register(c, "r-1", TOKEN)
-        apns.wait_accepted(1, timeout=10)
+        apns.wait_accepted(2, timeout=10)
         for cmd in ("pause", "resume", "end"):
             time.sleep(1.2)  # a second apart: the device orders updates by whole-second timestamps
             assert c.request({"type": cmd, "ride": "r-1"})["type"] == "state"
-            apns.wait_accepted({"pause": 2, "resume": 3, "end": 4}[cmd], timeout=10)
+            apns.wait_accepted({"pause": 3, "resume": 4, "end": 5}[cmd], timeout=10)
         time.sleep(2.5)  # nothing more comes: no push per second, none after the end
         log = apns.requests
         print("\nAPNs stand-in, ride r-1's activity:\n" + apns.transcript())
-        assert [r.status for r in log] == [200] * 4
+        assert [r.status for r in log] == [200] * 5
         assert [(r.event, r.content_state["state"]) for r in log] == [
-            ("update", "riding"), ("update", "paused"), ("update", "riding"), ("end", "ended")]
+            ("update", "riding"), ("update", "riding"), ("update", "paused"), ("update", "riding"), ("end", "ended")]
+        warned = log[1]
+        assert warned.aps["alert"]["title"] == "5분 남았습니다"  # the built-in plan is Korean and "alert" not in log[0].aps
+        assert all("limit_at" in r.content_state for r in log[:4])
         assert {r.priority for r in log} == {10}
         assert all(r.http == "2" for r in log) and len(apns.connection_ids()) == 1, "one HTTP/2 connection, reused"
         assert all(r.headers["apns-topic"] == standins.apns_key.topic for r in log)
         end = log[-1]
         state = end.content_state
         assert state["ride"] == "r-1" and isinstance(state["fare"], int) and state["currency"]
-        assert "fare_next" not in state and "limit_at" not in state
+        assert "fare_next" not in state and "limit_at" not in state and "alert" not in end.aps
         # --live-activity-dismiss-after's default: 15 minutes after the end.
         assert end.aps["dismissal-date"] - end.aps["timestamp"] in range(899, 902)
         # The activity ended: its target is deleted once the end was answered, the intents too.
         m = wait_until(lambda: (lambda m: m if m.get("ridepush_push_targets") == 0
                                 and m.get("ridepush_push_pending") == 0 else None)(metric(srv, "ridepush_push")),
                        5, "targets and intents gone")
-        assert m['ridepush_push_sent_total{platform="apns",result="delivered"}'] == 4
+        assert m['ridepush_push_sent_total{platform="apns",result="delivered"}'] == 5
 
 
 def test_410_drops_the_token_and_the_other_target_still_gets_every_push(standins, tmp_path):

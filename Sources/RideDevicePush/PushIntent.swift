@@ -17,8 +17,12 @@ public struct PushIntent: Sendable, Equatable {
     public var rider: String
     public var planName: String
     public var created: UnixMillis
+    /// A start's alert for a push-to-start, in the plan's language (PushAlerts.started).
+    public var alert: DevicePush.Alert?
 
-    public init(seq: Int64, transition: String, content: RideActivityContent, rider: String, planName: String, created: UnixMillis) {
+    public init(seq: Int64, transition: String, content: RideActivityContent, rider: String, planName: String, created: UnixMillis,
+                alert: DevicePush.Alert? = nil) {
+        self.alert = alert
         self.seq = seq
         self.transition = transition
         self.content = content
@@ -39,6 +43,13 @@ public struct PushIntent: Sendable, Equatable {
         w.field("created", created)
         w.field("rider", rider)
         w.field("plan", planName)
+        if let alert {
+            w.key("alert")
+            w.beginObject()
+            w.field("title", alert.title)
+            w.field("body", alert.body)
+            w.endObject()
+        }
         w.key("content")
         w.raw(content.json())
         w.endObject()
@@ -56,6 +67,12 @@ public struct PushIntent: Sendable, Equatable {
         var rider: String?
         var plan: String?
         var content: RideActivityContent
+        var alert: WireAlert?
+    }
+
+    private struct WireAlert: Decodable {
+        var title: String
+        var body: String
     }
 
     /// A row's body back; a body this build cannot read is an error the sender logs and skips.
@@ -65,6 +82,6 @@ public struct PushIntent: Sendable, Equatable {
             throw .malformed("not a push intent: \(error)")
         }
         self.init(seq: w.seq, transition: w.transition, content: w.content, rider: w.rider ?? "", planName: w.plan ?? "",
-                  created: w.created)
+                  created: w.created, alert: w.alert.map { DevicePush.Alert(title: $0.title, body: $0.body) })
     }
 }

@@ -76,6 +76,7 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     /// Intents read but whose targets could not be read yet (the store failed): tried again.
     private var unloaded: [OutboxRow] = []
     private var registrations: [(PushTarget, RideActivityContent)] = []
+    private var warnings: [(RideActivityContent, DevicePush.Alert)] = []
     private var results: [(PushTarget, PushVerdict, credential: String?, label: String)] = []
     private var sent: [String: [String: Int]] = [:]
     private var stats = (pending: 0, targets: 0)
@@ -125,6 +126,13 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
         guard target.kind != .pushToStart else { return }
         wake.lock()
         registrations.append((target, content))
+        wake.broadcast()
+        wake.unlock()
+    }
+
+    public func limitWarning(_ content: RideActivityContent, alert: DevicePush.Alert) {
+        wake.lock()
+        warnings.append((content, alert))
         wake.broadcast()
         wake.unlock()
     }
@@ -193,6 +201,9 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
                 schedule.register(t, content)
             }
             registrations.removeAll()
+            // To the targets known here: after a restart, those read with the ride's next intent.
+            for (content, alert) in warnings { schedule.changed(content, reason: .limitWarning(alert)) }
+            warnings.removeAll()
             var doneRows: [Int64] = []
             var gone: [StoredPushTarget] = []
             for (t, verdict, credential, label) in results {
@@ -226,7 +237,7 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
                 wake.lock()
                 continue
             }
-            guard results.isEmpty, registrations.isEmpty, !poked, !stopping else { continue }
+            guard results.isEmpty, registrations.isEmpty, warnings.isEmpty, !poked, !stopping else { continue }
             let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
             let until = min(schedule.nextWake() ?? nextRead, nextRead)
             _ = wake.wait(until: Date(timeIntervalSinceNow: Double(max(1, until - clock.now())) / 1000))
@@ -285,7 +296,7 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
             guard let t = target(s) else { continue }
             known[t] = s
             schedule.start(t, l.intent.content, attributes: DevicePush.StartAttributes(ride: l.intent.content.ride, planName: l.intent.planName),
-                           alert: DevicePush.Alert(title: l.intent.planName, body: "Your ride has started"))
+                           alert: l.intent.alert ?? DevicePush.Alert(title: l.intent.planName, body: ""))
             owed.append(t)
         }
         // Owed only where something is now waiting or in flight: content older than what a

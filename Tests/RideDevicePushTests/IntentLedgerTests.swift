@@ -123,5 +123,19 @@ fileprivate struct Rig {
     c.zone = .init(name: "Seoul Forest", endAllowed: false)
     let intent = PushIntent(seq: 3, transition: "resume", content: c, rider: "u-7", planName: "기본", created: t0 + 1_234)
     #expect(try PushIntent(body: intent.body()) == intent)
+    let start = PushIntent(seq: 1, transition: "start", content: c, rider: "u-7", planName: "기본", created: t0,
+                           alert: DevicePush.Alert(title: "기본", body: "대여가 시작되었습니다"))
+    #expect(try PushIntent(body: start.body()) == start)
     #expect(throws: PushIntent.DecodeError.self) { try PushIntent(body: Array("{\"seq\":1}".utf8)) }
+}
+
+@Test func alertsSpeakThePlansLanguage() {
+    var ko = FarePlan.standard
+    ko.names = ["ko": "기본 요금", "en": "Standard"]
+    var en = FarePlan.standard
+    en.names = ["en": "Standard"]
+    #expect(PushAlerts.limitWarning(remaining: 300, plan: ko).title == "5분 남았습니다")
+    #expect(PushAlerts.limitWarning(remaining: 60, plan: en).title == "1 minute left")
+    #expect(PushAlerts.limitWarning(remaining: 299, plan: en).title == "5 minutes left")
+    #expect(PushAlerts.started(plan: en) == DevicePush.Alert(title: "Standard", body: "Your ride has started"))
 }

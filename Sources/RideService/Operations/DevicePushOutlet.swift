@@ -1,4 +1,5 @@
 import RideCore
+import RideDevicePush
 import RideProtocol
 
 /// What the service needs of the device-push sender (docs/push.md), which lives beside it on
@@ -13,6 +14,9 @@ public protocol DevicePushOutlet: AnyObject, Sendable {
     /// it is owed at once, in memory (a lost one is only the registration's; the next
     /// transition's intent is durable).
     func registered(_ target: PushTarget, _ content: RideActivityContent)
+    /// A ride's time-limit warning (5 minutes, 1 minute left), from the tick: an `update` with
+    /// `alert` to the targets the sender knows, in memory (the tick never waits for it).
+    func limitWarning(_ content: RideActivityContent, alert: DevicePush.Alert)
     /// `/metrics` lines (`ridepush_push_*`), from the sender's last counts: no I/O.
     func prometheusText() -> String
 }

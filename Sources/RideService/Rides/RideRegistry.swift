@@ -1,5 +1,6 @@
 import RideAuth
 import RideCore
+import RideDevicePush
 import RideProtocol
 import RideStore
 import Synchronization
@@ -199,6 +200,11 @@ package final class RideRegistry: Sendable {
                         live.warned.insert(andFarther: threshold)
                         pushes.append((live, ServerMessages.warning(ride: live.id, remaining: remaining, prefix: pre)))
                         ops?.warning(ride: live.id, remaining: remaining, at: at)
+                        if let push = devicePush {
+                            let plan = live.planBox.plan
+                            push.limitWarning(RideActivityContent(live.ride, plan, at: at, distance: live.trace?.metres),
+                                              alert: PushAlerts.limitWarning(remaining: remaining, plan: plan))
+                        }
                         break
                     }
                 }

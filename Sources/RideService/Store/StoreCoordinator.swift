@@ -389,7 +389,7 @@ package final class StoreCoordinator: GroupCommitClient {
         let r = c.after.ride
         let content = RideActivityContent(r, c.plan, at: now, distance: desk.trace(r.id)?.metres)
         let intent = PushIntent(seq: c.seq, transition: c.transition.kind, content: content, rider: r.owner ?? "",
-                                planName: c.plan.displayName, created: now)
+                                planName: c.plan.displayName, created: now, alert: c.isStart ? PushAlerts.started(plan: c.plan) : nil)
         return [OutboxEvent(eventID: "push_\(r.id)_\(c.seq)", type: "push.\(intent.transition)", rideID: r.id,
                             endpoint: OutboxEvent.pushEndpoint, created: now, body: intent.body())]
     }
