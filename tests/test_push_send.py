@@ -241,3 +241,20 @@ def test_two_nodes_on_postgresql_push_each_intent_once(standins, pg_db):
     for n, r in enumerate(rides):
         mine = [x for x in log if x.content_state["ride"] == r]
         assert sorted(x.content_state["state"] for x in mine) == ["ended", "paused", "riding", "riding"], apns.transcript()
+
+
+def test_the_fare_step_is_an_update_at_priority_5_with_its_stale_date(standins, tmp_path):
+    """The built-in plan's fare first changes a minute in: one priority-5 update then, none before."""
+    apns = standins.apns
+    with serve(standins, tmp_path / "rides.db") as srv, Client(srv.ws) as c:
+        assert c.request({"type": "start", "ride": "r-7"})["type"] == "state"
+        register(c, "r-7", TOKEN)
+        first = apns.wait_accepted(1, timeout=10)[0].content_state
+        assert first["fare_next_at"] - first["at"] <= 60_000
+        step = apns.wait_requests(2, timeout=75)[1]
+        print("\nfare step:\n" + apns.transcript())
+        assert step.status == 200 and step.event == "update" and step.priority == 5
+        s = step.content_state
+        assert s["fare"] == first["fare_next"] and s["at"] >= first["fare_next_at"] and s["state"] == "riding"
+        assert step.aps["stale-date"] * 1000 >= s["fare_next_at"], "stale just after the next change"
+        assert len(apns.requests) == 2

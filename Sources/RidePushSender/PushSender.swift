@@ -77,6 +77,9 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     private var unloaded: [OutboxRow] = []
     private var registrations: [(PushTarget, RideActivityContent)] = []
     private var warnings: [(RideActivityContent, DevicePush.Alert)] = []
+    /// Fare steps read from the registry, to hand to the schedule.
+    private var steps: [RideActivityContent] = []
+    private var contentOf: (@Sendable (String) -> RideActivityContent?)?
     private var results: [(PushTarget, PushVerdict, credential: String?, label: String)] = []
     private var sent: [String: [String: Int]] = [:]
     private var stats = (pending: 0, targets: 0)
@@ -127,6 +130,12 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
         wake.lock()
         registrations.append((target, content))
         wake.broadcast()
+        wake.unlock()
+    }
+
+    public func attach(contentOf: @escaping @Sendable (String) -> RideActivityContent?) {
+        wake.lock()
+        self.contentOf = contentOf
         wake.unlock()
     }
 
@@ -204,6 +213,9 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
             // To the targets known here: after a restart, those read with the ride's next intent.
             for (content, alert) in warnings { schedule.changed(content, reason: .limitWarning(alert)) }
             warnings.removeAll()
+            // Only while riding: a pause or an end since the step came with its own intent.
+            for content in steps where content.state == .riding { schedule.changed(content, reason: .fareStep) }
+            steps.removeAll()
             var doneRows: [Int64] = []
             var gone: [StoredPushTarget] = []
             for (t, verdict, credential, label) in results {
@@ -219,25 +231,33 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
             }
             results.removeAll()
             var sends: [(PushTarget, DevicePush)] = []
+            var refresh: [String] = []
             for action in schedule.poll() {
-                // `.refresh` (a fare step) needs the ride's figures, which the sender does not
-                // keep: fare steps are not pushed yet (docs/push.md).
-                if case .send(let t, let p) = action {
+                switch action {
+                case .send(let t, let p):
                     ledger.sent(t)
                     sends.append((t, p))
+                case .refresh(let ride):
+                    refresh.append(ride)
+                case .forget:
+                    break
                 }
             }
-            if !doneRows.isEmpty || !gone.isEmpty || !sends.isEmpty {
+            if !doneRows.isEmpty || !gone.isEmpty || !sends.isEmpty || !refresh.isEmpty {
+                let read = contentOf
                 wake.unlock()
+                // The fare changed: the ride as the registry has it now (memory, its lock).
+                let fresh = refresh.compactMap { read?($0) }
                 for seq in doneRows { outbox.delivered(seq: seq) }
                 // An ended activity's or a dead token's row goes; an ended ride's push-to-start
                 // token is the rider's and stays unless the service said it is gone.
                 for g in gone { outbox.deletePushTarget(ride: g.ride, rider: g.rider, token: g.token) }
                 for (t, p) in sends { send(p, to: t) }
                 wake.lock()
+                steps += fresh
                 continue
             }
-            guard results.isEmpty, registrations.isEmpty, warnings.isEmpty, !poked, !stopping else { continue }
+            guard results.isEmpty, registrations.isEmpty, warnings.isEmpty, steps.isEmpty, !poked, !stopping else { continue }
             let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
             let until = min(schedule.nextWake() ?? nextRead, nextRead)
             _ = wake.wait(until: Date(timeIntervalSinceNow: Double(max(1, until - clock.now())) / 1000))

@@ -60,6 +60,16 @@ package final class RideRegistry: Sendable {
         self.shards = shards
         self.clock = clock
         self.metrics = metrics
+        devicePush?.attach { [weak self] rid in self?.activityContent(rid) }
+    }
+
+    /// An open ride's content-state now, for a fare step's push (nil once ended or unknown).
+    package func activityContent(_ rid: String) -> RideActivityContent? {
+        let now = clock.now()
+        return view.withLock { v in
+            guard let live = v.rides[rid], live.ride.state != .ended else { return nil }
+            return RideActivityContent(live.ride, live.planBox.plan, at: now, distance: live.trace?.metres)
+        }
     }
 
     package var counts: (riding: Int, paused: Int, ended: Int) {
