@@ -258,3 +258,22 @@ def test_the_fare_step_is_an_update_at_priority_5_with_its_stale_date(standins, 
         assert s["fare"] == first["fare_next"] and s["at"] >= first["fare_next_at"] and s["state"] == "riding"
         assert step.aps["stale-date"] * 1000 >= s["fare_next_at"], "stale just after the next change"
         assert len(apns.requests) == 2
+
+
+def test_entering_a_zone_is_an_update_with_the_zone(standins, tmp_path):
+    from test_zones_server import LON, lat_at, zones_file
+    apns = standins.apns
+    with serve(standins, tmp_path / "rides.db", "--zones", zones_file(tmp_path), "--max-speed-kph", "1000") as srv, \
+            Client(srv.ws) as c:
+        assert c.request({"type": "start", "ride": "r-8", "lat": lat_at(0), "lon": LON})["type"] == "state"
+        register(c, "r-8", TOKEN)
+        apns.wait_accepted(1, timeout=10)
+        time.sleep(1.1)
+        for k in range(1, 21):  # north into the park (lat_at(10) on; no ending there), 11 m a fix
+            c.send({"type": "position", "ride": "r-8", "lat": lat_at(k), "lon": LON, "at": int(time.time() * 1000), "accuracy": 5})
+            time.sleep(0.25)
+        rec = apns.wait_accepted(2, timeout=10)[1]
+        print("\nzone: " + apns.transcript())
+        assert rec.event == "update" and rec.priority == 10
+        assert rec.content_state["zone"] == {"name": "Park", "end_allowed": False}
+        assert rec.content_state["state"] == "riding"

@@ -77,6 +77,7 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     private var unloaded: [OutboxRow] = []
     private var registrations: [(PushTarget, RideActivityContent)] = []
     private var warnings: [(RideActivityContent, DevicePush.Alert)] = []
+    private var zones: [RideActivityContent] = []
     /// Fare steps read from the registry, to hand to the schedule.
     private var steps: [RideActivityContent] = []
     private var contentOf: (@Sendable (String) -> RideActivityContent?)?
@@ -136,6 +137,13 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     public func attach(contentOf: @escaping @Sendable (String) -> RideActivityContent?) {
         wake.lock()
         self.contentOf = contentOf
+        wake.unlock()
+    }
+
+    public func zoneChanged(_ content: RideActivityContent) {
+        wake.lock()
+        zones.append(content)
+        wake.broadcast()
         wake.unlock()
     }
 
@@ -213,6 +221,8 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
             // To the targets known here: after a restart, those read with the ride's next intent.
             for (content, alert) in warnings { schedule.changed(content, reason: .limitWarning(alert)) }
             warnings.removeAll()
+            for content in zones { schedule.changed(content, reason: .zone) }
+            zones.removeAll()
             // Only while riding: a pause or an end since the step came with its own intent.
             for content in steps where content.state == .riding { schedule.changed(content, reason: .fareStep) }
             steps.removeAll()
@@ -257,7 +267,7 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
                 steps += fresh
                 continue
             }
-            guard results.isEmpty, registrations.isEmpty, warnings.isEmpty, steps.isEmpty, !poked, !stopping else { continue }
+            guard results.isEmpty, registrations.isEmpty, warnings.isEmpty, zones.isEmpty, steps.isEmpty, !poked, !stopping else { continue }
             let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
             let until = min(schedule.nextWake() ?? nextRead, nextRead)
             _ = wake.wait(until: Date(timeIntervalSinceNow: Double(max(1, until - clock.now())) / 1000))

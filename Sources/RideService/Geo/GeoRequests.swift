@@ -24,6 +24,8 @@ package struct GeoStep: Sendable {
     package var metres: Int64?
     package var position: TracePoint?
     package var zonePush: [UInt8]?
+    /// The zone entered, for the device pushes' content-state (docs/push.md).
+    package var zone: ZoneDecision?
     package var warning: [UInt8]?
 
     package init(ride: String, to: (shard: Int, session: UInt64)?, error: [UInt8]? = nil, metres: Int64? = nil, position: TracePoint? = nil,
@@ -90,7 +92,10 @@ extension GeoDesk {
         if r.outcome.tellRateLimited {
             step.error = ServerMessages.error(ProtocolError(.rateLimited, "more than \(config.maxReportsPerSecond) positions of ride \"\(p.ride)\" per second; the rest of this second's are dropped", id: id), prefix: prefix)
         }
-        if let d = r.outcome.zoneChange { step.zonePush = GeoPublish.zonePush(ride: p.ride, d, prefix: prefix) }
+        if let d = r.outcome.zoneChange {
+            step.zonePush = GeoPublish.zonePush(ride: p.ride, d, prefix: prefix)
+            step.zone = d
+        }
         if let w = r.outcome.fleetWarning { step.warning = GeoPublish.fleetWarning(ride: p.ride, w.zone, at: w.at, prefix: prefix) }
         return (step, r.checkpoint)
     }

@@ -17,6 +17,9 @@ public protocol DevicePushOutlet: AnyObject, Sendable {
     /// A ride's time-limit warning (5 minutes, 1 minute left), from the tick: an `update` with
     /// `alert` to the targets the sender knows, in memory (the tick never waits for it).
     func limitWarning(_ content: RideActivityContent, alert: DevicePush.Alert)
+    /// The ride entered another zone (`content.zone`): an `update`, in memory, from the
+    /// store worker's publish (never waits).
+    func zoneChanged(_ content: RideActivityContent)
     /// How the sender reads a ride's content-state now (a fare step's `update`): in memory,
     /// from the registry, under its lock. Called once, by the registry it was handed to.
     func attach(contentOf: @escaping @Sendable (String) -> RideActivityContent?)

@@ -444,6 +444,11 @@ package final class StoreCoordinator: GroupCommitClient {
         if let push = g.zonePush {
             for i in 0..<registry.shards { events[i].append(.push(live, push, except: nil)) }
         }
+        // A zone change while riding or paused: an `update` to the ride's activities, in memory.
+        if let d = g.zone, let device = registry.devicePush, live.ride.state != .ended {
+            let zone = RideActivityContent.Zone(name: d.name, endAllowed: d.rules.rideEndAllowed)
+            device.zoneChanged(RideActivityContent(live.ride, live.planBox.plan, at: clock.now(), distance: g.metres, zone: zone))
+        }
         if let w = g.warning { registry.ops?.zoneWarning(w) }
     }
 
