@@ -277,3 +277,8 @@ def test_entering_a_zone_is_an_update_with_the_zone(standins, tmp_path):
         assert rec.event == "update" and rec.priority == 10
         assert rec.content_state["zone"] == {"name": "Park", "end_allowed": False}
         assert rec.content_state["state"] == "riding"
+        # A transition there carries the zone too.
+        time.sleep(1.1)
+        assert c.request({"type": "pause", "ride": "r-8"})["type"] == "state"
+        paused = apns.wait_accepted(3, timeout=10)[2]
+        assert paused.content_state["state"] == "paused" and paused.content_state["zone"]["name"] == "Park"

@@ -30,6 +30,10 @@ package final class GeoDesk {
     /// Rides the desk holds a trace for (tests, and the benchmark's memory figure).
     package var count: Int { rides.count }
 
+    /// The zone rules where `ride` last was, if it reported a position here (the device pushes'
+    /// content-state).
+    package func zone(_ ride: String) -> ZoneDecision? { rides[ride]?.current }
+
     /// Whether `ride`'s trace is in memory here (else the store's checkpoint is read first).
     package func holds(_ ride: String) -> Bool { rides[ride] != nil }
 

@@ -387,7 +387,8 @@ package final class StoreCoordinator: GroupCommitClient {
     private func pushIntents(_ c: RideBook.Change, now: UnixMillis) -> [OutboxEvent] {
         guard registry.devicePush != nil else { return [] }
         let r = c.after.ride
-        let content = RideActivityContent(r, c.plan, at: now, distance: desk.trace(r.id)?.metres)
+        let zone = desk.zones == nil ? nil : desk.zone(r.id).map { RideActivityContent.Zone(name: $0.name, endAllowed: $0.rules.rideEndAllowed) }
+        let content = RideActivityContent(r, c.plan, at: now, distance: desk.trace(r.id)?.metres, zone: zone)
         let intent = PushIntent(seq: c.seq, transition: c.transition.kind, content: content, rider: r.owner ?? "",
                                 planName: c.plan.displayName, created: now, alert: c.isStart ? PushAlerts.started(plan: c.plan) : nil)
         return [OutboxEvent(eventID: "push_\(r.id)_\(c.seq)", type: "push.\(intent.transition)", rideID: r.id,
