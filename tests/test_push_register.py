@@ -2,7 +2,7 @@
 Activity on their own ride and is acknowledged, is refused on another rider's, a fifth target
 replaces the oldest, and the targets survive a restart on the same SQLite file. What is stored
 is read through the smallest observable: `push_targets` in an operator's GET /rides/{id}.
-Sending is not built yet (docs/push.md). Every wait is bounded."""
+Sending: tests/test_push_send.py. Every wait is bounded."""
 import json
 import time
 
