@@ -14,7 +14,7 @@ import RideWebhooks
 /// target's push for it was answered. Until then the row stays pending in the store: a crash
 /// or a `kill -9` while APNs answers 503 loses nothing, the row is read again at the restart.
 /// Nothing here runs on a service thread, the tick or the store worker.
-public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every `var` only with `wake` locked; `thread` only in start() and stop()
+public final class PushSender: DevicePushOutlet {
     public struct APNs: Sendable {
         public var credentials: APNsCredentials
         /// The app's bundle id (`--apns-topic`); the header is `BUNDLE_ID.push-type.liveactivity`.
@@ -68,26 +68,39 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     private let onAttempt: @Sendable (Attempt) -> Void
     private let providerTokens: ProviderTokenCache?
     private let accessTokens: FCMAccessTokenCache
+    /// Sleeps and wakes the loop only; what it guards is `state`. Producers append under both
+    /// (wake, then state) and broadcast, and the loop checks for work under both before it
+    /// waits, so no hand-off is missed between the check and the wait.
     private let wake = NSCondition()
-    private var schedule: PushSchedule
-    private var ledger = IntentLedger()
-    /// Targets the schedule holds, with their stored rows (a push-to-start token's rider).
-    private var known: [PushTarget: StoredPushTarget] = [:]
-    /// Intents read but whose targets could not be read yet (the store failed): tried again.
-    private var unloaded: [OutboxRow] = []
-    private var registrations: [(PushTarget, RideActivityContent)] = []
-    private var warnings: [(RideActivityContent, DevicePush.Alert)] = []
-    private var zones: [RideActivityContent] = []
-    /// Fare steps read from the registry, to hand to the schedule.
-    private var steps: [RideActivityContent] = []
-    private var contentOf: (@Sendable (String) -> RideActivityContent?)?
-    private var results: [(PushTarget, PushVerdict, credential: String?, label: String)] = []
-    private var sent: [String: [String: Int]] = [:]
-    private var stats = (pending: 0, targets: 0)
-    private var stopping = false
-    private var poked = false
-    private var thread: Thread?
+    private let state: Locked<LoopState>
+    private let thread = Locked<Thread?>(nil)
     private let finished = DispatchSemaphore(value: 0)
+
+    /// Everything the loop and its producers share, only inside `state.withLock`.
+    private struct LoopState {
+        var schedule: PushSchedule
+        var ledger = IntentLedger()
+        /// Targets the schedule holds, with their stored rows (a push-to-start token's rider).
+        var known: [PushTarget: StoredPushTarget] = [:]
+        /// Intents read but whose targets could not be read yet (the store failed): tried again.
+        var unloaded: [OutboxRow] = []
+        var registrations: [(PushTarget, RideActivityContent)] = []
+        var warnings: [(RideActivityContent, DevicePush.Alert)] = []
+        var zones: [RideActivityContent] = []
+        /// Fare steps read from the registry, to hand to the schedule.
+        var steps: [RideActivityContent] = []
+        var contentOf: (@Sendable (String) -> RideActivityContent?)?
+        var results: [(PushTarget, PushVerdict, credential: String?, label: String)] = []
+        var sent: [String: [String: Int]] = [:]
+        var stats = (pending: 0, targets: 0)
+        var stopping = false
+        var poked = false
+        var lastRead: UnixMillis?
+
+        var hasWork: Bool {
+            poked || stopping || !results.isEmpty || !registrations.isEmpty || !warnings.isEmpty || !zones.isEmpty || !steps.isEmpty
+        }
+    }
 
     public init(settings: Settings, outbox: PushIntentOutbox, clock: RideClock = SystemClock(),
                 onAttempt: @escaping @Sendable (Attempt) -> Void = { _ in }) {
@@ -97,59 +110,46 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
         self.onAttempt = onAttempt
         providerTokens = settings.apns.map { ProviderTokenCache($0.credentials, clock: clock) }
         accessTokens = FCMAccessTokenCache(clock: clock)
-        schedule = PushSchedule(clock: clock, settings: settings.schedule)
+        state = Locked(LoopState(schedule: PushSchedule(clock: clock, settings: settings.schedule)))
     }
 
     public func start() {
         let loop = Thread { [self] in run() }
         loop.name = "push-sender"
-        thread = loop
+        thread.withLock { $0 = loop }
         loop.start()
     }
 
     /// Stops the loop and waits for it. Pushes in flight end by their deadline; their rows stay
     /// pending and are sent again after a restart (at least once).
     public func stop() {
-        guard thread != nil else { return }
-        wake.lock()
-        stopping = true
-        wake.broadcast()
-        wake.unlock()
+        guard thread.withLock({ $0 }) != nil else { return }
+        hand { $0.stopping = true }
         finished.wait()
-        thread = nil
+        thread.withLock { $0 = nil }
     }
 
-    public func poke() {
-        wake.lock()
-        poked = true
-        wake.broadcast()
-        wake.unlock()
-    }
+    public func poke() { hand { $0.poked = true } }
 
     public func registered(_ target: PushTarget, _ content: RideActivityContent) {
         guard target.kind != .pushToStart else { return }
-        wake.lock()
-        registrations.append((target, content))
-        wake.broadcast()
-        wake.unlock()
+        hand { $0.registrations.append((target, content)) }
     }
 
     public func attach(contentOf: @escaping @Sendable (String) -> RideActivityContent?) {
-        wake.lock()
-        self.contentOf = contentOf
-        wake.unlock()
+        state.withLock { $0.contentOf = contentOf }
     }
 
-    public func zoneChanged(_ content: RideActivityContent) {
-        wake.lock()
-        zones.append(content)
-        wake.broadcast()
-        wake.unlock()
-    }
+    public func zoneChanged(_ content: RideActivityContent) { hand { $0.zones.append(content) } }
 
     public func limitWarning(_ content: RideActivityContent, alert: DevicePush.Alert) {
+        hand { $0.warnings.append((content, alert)) }
+    }
+
+    /// Gives the loop something (from any thread; returns at once) and wakes it.
+    private func hand(_ change: (inout LoopState) -> Void) {
         wake.lock()
-        warnings.append((content, alert))
+        state.withLock { change(&$0) }
         wake.broadcast()
         wake.unlock()
     }
@@ -158,10 +158,7 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
     public static let resultLabels = ["delivered", "dropped", "retried", "renewed", "failed"]
 
     public func prometheusText() -> String {
-        wake.lock()
-        let counts = sent
-        let s = stats
-        wake.unlock()
+        let (counts, s) = state.withLock { ($0.sent, $0.stats) }
         var out = "# HELP ridepush_push_sent_total Pushes to APNs and FCM answered since start, by platform and result.\n"
         out += "# TYPE ridepush_push_sent_total counter\n"
         for platform in ["apns", "fcm"] {
@@ -184,95 +181,110 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
         let starts: [StoredPushTarget]
     }
 
+    /// What one pass found to do outside the lock.
+    private struct Work {
+        var done: [Int64] = []
+        var gone: [StoredPushTarget] = []
+        var sends: [(PushTarget, DevicePush)] = []
+        var refresh: [String] = []
+        var contentOf: (@Sendable (String) -> RideActivityContent?)?
+        var isEmpty: Bool { done.isEmpty && gone.isEmpty && sends.isEmpty && refresh.isEmpty }
+    }
+
     private func run() {
         defer { finished.signal() }
-        var lastRead: UnixMillis?
-        wake.lock()
-        while !stopping {
+        while true {
             let now = clock.now()
-            if poked || lastRead.map({ now - $0 >= settings.pollInterval }) ?? true {
-                poked = false
-                lastRead = now
-                let retry = unloaded
-                unloaded = []
-                wake.unlock()
-                let (loaded, failed, done, lost) = read(retry)
+            // Read the outbox when poked (a commit), and at least every poll interval (other nodes).
+            let (stop, read, retry) = state.withLock { st -> (Bool, Bool, [OutboxRow]) in
+                guard !st.stopping else { return (true, false, []) }
+                guard st.poked || st.lastRead.map({ now - $0 >= settings.pollInterval }) ?? true else { return (false, false, []) }
+                st.poked = false
+                st.lastRead = now
+                defer { st.unloaded = [] }
+                return (false, true, st.unloaded)
+            }
+            if stop { return }
+            if read {
+                let (loaded, failed, skipped, lost) = self.read(retry)
                 let latest = outbox.pushStats()
-                wake.lock()
-                unloaded += failed
-                stats = latest
-                ledger.drop(lost)
-                var finishedRows = done
-                for l in loaded { finishedRows += open(l) }
-                if !finishedRows.isEmpty {
-                    wake.unlock()
-                    for seq in finishedRows { outbox.delivered(seq: seq) }
-                    wake.lock()
+                let done = state.withLock { st -> [Int64] in
+                    st.unloaded += failed
+                    st.stats = latest
+                    st.ledger.drop(lost)
+                    return loaded.reduce(skipped) { $0 + Self.open($1, &st, settings: settings) }
                 }
+                for seq in done { outbox.delivered(seq: seq) }
             }
-            for (t, content) in registrations {
-                if known[t] == nil {
-                    known[t] = StoredPushTarget(platform: t.platform.rawValue, kind: t.kind.rawValue, ride: t.ride, rider: "",
-                                                token: t.token, at: now)
-                }
-                schedule.register(t, content)
-            }
-            registrations.removeAll()
-            // To the targets known here: after a restart, those read with the ride's next intent.
-            for (content, alert) in warnings { schedule.changed(content, reason: .limitWarning(alert)) }
-            warnings.removeAll()
-            for content in zones { schedule.changed(content, reason: .zone) }
-            zones.removeAll()
-            // Only while riding: a pause or an end since the step came with its own intent.
-            for content in steps where content.state == .riding { schedule.changed(content, reason: .fareStep) }
-            steps.removeAll()
-            var doneRows: [Int64] = []
-            var gone: [StoredPushTarget] = []
-            for (t, verdict, credential, label) in results {
-                if verdict == .renewCredentials, let credential {
-                    if t.platform == .apns { _ = providerTokens?.renew(replacing: credential) } else { accessTokens.invalidate(credential) }
-                }
-                sent[t.platform.rawValue, default: [:]][label, default: 0] += 1
-                doneRows += ledger.answered(t, verdict)
-                for case .forget(let f, _) in schedule.answered(t, verdict) {
-                    doneRows += ledger.forgot(f)
-                    if let stored = known.removeValue(forKey: f) { gone.append(stored) }
-                }
-            }
-            results.removeAll()
-            var sends: [(PushTarget, DevicePush)] = []
-            var refresh: [String] = []
-            for action in schedule.poll() {
-                switch action {
-                case .send(let t, let p):
-                    ledger.sent(t)
-                    sends.append((t, p))
-                case .refresh(let ride):
-                    refresh.append(ride)
-                case .forget:
-                    break
-                }
-            }
-            if !doneRows.isEmpty || !gone.isEmpty || !sends.isEmpty || !refresh.isEmpty {
-                let read = contentOf
-                wake.unlock()
-                // The fare changed: the ride as the registry has it now (memory, its lock).
-                let fresh = refresh.compactMap { read?($0) }
-                for seq in doneRows { outbox.delivered(seq: seq) }
+            let work = state.withLock { st in Self.pass(&st, providerTokens: providerTokens, accessTokens: accessTokens, now: now) }
+            if !work.isEmpty {
+                for seq in work.done { outbox.delivered(seq: seq) }
                 // An ended activity's or a dead token's row goes; an ended ride's push-to-start
                 // token is the rider's and stays unless the service said it is gone.
-                for g in gone { outbox.deletePushTarget(ride: g.ride, rider: g.rider, token: g.token) }
-                for (t, p) in sends { send(p, to: t) }
-                wake.lock()
-                steps += fresh
+                for g in work.gone { outbox.deletePushTarget(ride: g.ride, rider: g.rider, token: g.token) }
+                for (t, p) in work.sends { send(p, to: t) }
+                // The fare changed: the ride as the registry has it now (memory, its lock).
+                let fresh = work.refresh.compactMap { work.contentOf?($0) }
+                if !fresh.isEmpty { state.withLock { $0.steps += fresh } }
                 continue
             }
-            guard results.isEmpty, registrations.isEmpty, warnings.isEmpty, zones.isEmpty, steps.isEmpty, !poked, !stopping else { continue }
-            let nextRead = (lastRead ?? clock.now()) + settings.pollInterval
-            let until = min(schedule.nextWake() ?? nextRead, nextRead)
-            _ = wake.wait(until: Date(timeIntervalSinceNow: Double(max(1, until - clock.now())) / 1000))
+            wake.lock()
+            let until = state.withLock { st -> UnixMillis? in
+                guard !st.hasWork else { return nil }
+                let nextRead = (st.lastRead ?? now) + settings.pollInterval
+                return min(st.schedule.nextWake() ?? nextRead, nextRead)
+            }
+            if let until { _ = wake.wait(until: Date(timeIntervalSinceNow: Double(max(1, until - clock.now())) / 1000)) }
+            wake.unlock()
         }
-        wake.unlock()
+    }
+
+    /// One pass over what was handed in and answered, under the lock: the schedule told, the
+    /// ledger settled, and what to do outside the lock.
+    private static func pass(_ st: inout LoopState, providerTokens: ProviderTokenCache?, accessTokens: FCMAccessTokenCache,
+                             now: UnixMillis) -> Work {
+        var w = Work()
+        for (t, content) in st.registrations {
+            if st.known[t] == nil {
+                st.known[t] = StoredPushTarget(platform: t.platform.rawValue, kind: t.kind.rawValue, ride: t.ride, rider: "",
+                                               token: t.token, at: now)
+            }
+            st.schedule.register(t, content)
+        }
+        st.registrations.removeAll()
+        // To the targets known here: after a restart, those read with the ride's next intent.
+        for (content, alert) in st.warnings { st.schedule.changed(content, reason: .limitWarning(alert)) }
+        st.warnings.removeAll()
+        for content in st.zones { st.schedule.changed(content, reason: .zone) }
+        st.zones.removeAll()
+        // Only while riding: a pause or an end since the step came with its own intent.
+        for content in st.steps where content.state == .riding { st.schedule.changed(content, reason: .fareStep) }
+        st.steps.removeAll()
+        for (t, verdict, credential, label) in st.results {
+            if verdict == .renewCredentials, let credential {
+                if t.platform == .apns { _ = providerTokens?.renew(replacing: credential) } else { accessTokens.invalidate(credential) }
+            }
+            st.sent[t.platform.rawValue, default: [:]][label, default: 0] += 1
+            w.done += st.ledger.answered(t, verdict)
+            for case .forget(let f, _) in st.schedule.answered(t, verdict) {
+                w.done += st.ledger.forgot(f)
+                if let stored = st.known.removeValue(forKey: f) { w.gone.append(stored) }
+            }
+        }
+        st.results.removeAll()
+        for action in st.schedule.poll() {
+            switch action {
+            case .send(let t, let p):
+                st.ledger.sent(t)
+                w.sends.append((t, p))
+            case .refresh(let ride):
+                w.refresh.append(ride)
+            case .forget:
+                break
+            }
+        }
+        w.contentOf = st.contentOf
+        return w
     }
 
     /// Reads new intents and their targets (with `wake` not held). Returns those loaded, those
@@ -308,39 +320,39 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
         return (loaded, failed, done, lost)
     }
 
-    /// Hands one intent to the schedule (with `wake` held); returns it when it owes nothing.
-    private func open(_ l: Loaded) -> [Int64] {
+    /// Hands one intent to the schedule (under the lock); returns it when it owes nothing.
+    private static func open(_ l: Loaded, _ st: inout LoopState, settings: Settings) -> [Int64] {
         var owed: [PushTarget] = []
         for s in l.targets {
             // A target registered after the transition got the ride as it was at its
             // registration (`registered`), which is newer: this intent owes it nothing.
-            guard let t = target(s), usable(t), s.at <= l.intent.created else { continue }
-            if known[t] == nil {
-                known[t] = s
-                schedule.register(t, l.intent.content)
+            guard let t = target(s), usable(t, settings), s.at <= l.intent.created else { continue }
+            if st.known[t] == nil {
+                st.known[t] = s
+                st.schedule.register(t, l.intent.content)
             }
             owed.append(t)
         }
-        schedule.changed(l.intent.content, reason: .transition)
+        st.schedule.changed(l.intent.content, reason: .transition)
         for s in l.starts {
             guard let t = target(s) else { continue }
-            known[t] = s
-            schedule.start(t, l.intent.content, attributes: DevicePush.StartAttributes(ride: l.intent.content.ride, planName: l.intent.planName),
-                           alert: l.intent.alert ?? DevicePush.Alert(title: l.intent.planName, body: ""))
+            st.known[t] = s
+            st.schedule.start(t, l.intent.content, attributes: DevicePush.StartAttributes(ride: l.intent.content.ride, planName: l.intent.planName),
+                              alert: l.intent.alert ?? DevicePush.Alert(title: l.intent.planName, body: ""))
             owed.append(t)
         }
         // Owed only where something is now waiting or in flight: content older than what a
         // target was already sent (its registration's update) queues nothing.
-        return ledger.opened(l.seq, targets: owed.filter { schedule.owes($0) })
+        return st.ledger.opened(l.seq, targets: owed.filter { st.schedule.owes($0) })
     }
 
-    private func target(_ s: StoredPushTarget) -> PushTarget? {
+    private static func target(_ s: StoredPushTarget) -> PushTarget? {
         guard let platform = PushPlatform(rawValue: s.platform), let kind = PushKind(rawValue: s.kind) else { return nil }
         return PushTarget(platform: platform, kind: kind, ride: s.ride, token: s.token)
     }
 
     /// A target this node can send to: its platform is configured, and it is a ride's.
-    private func usable(_ t: PushTarget) -> Bool {
+    private static func usable(_ t: PushTarget, _ settings: Settings) -> Bool {
         guard t.kind != .pushToStart else { return false }
         return t.platform == .apns ? settings.apns != nil : settings.fcm != nil
     }
@@ -421,9 +433,6 @@ public final class PushSender: DevicePushOutlet, @unchecked Sendable {  // every
         case .retry: "retried"
         case .failed: "failed"
         }
-        wake.lock()
-        results.append((t, verdict, credential, label))
-        wake.broadcast()
-        wake.unlock()
+        hand { $0.results.append((t, verdict, credential, label)) }
     }
 }

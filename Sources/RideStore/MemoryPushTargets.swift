@@ -35,30 +35,44 @@ extension MemoryStore: PushTargetStore {
         return pushToStartTokensNow(rider: rider)
     }
 
-    // The push sender's side, callable from any thread.
+    /// The push sender's side (any thread): the same list, through its lock.
+    public var sharedPushTargets: MemoryPushTargetList { MemoryPushTargetList(list: pushTargetList) }
 
-    public func pushTargetsNow(ride: String) -> [StoredPushTarget] {
-        pushTargetList.withLock { $0.filter { $0.ride == ride } }
-    }
+    func pushTargetsNow(ride: String) -> [StoredPushTarget] { sharedPushTargets.targets(ride: ride) }
 
-    public func pushToStartTokensNow(rider: String) -> [StoredPushTarget] {
-        pushTargetList.withLock { $0.filter { $0.ride == nil && $0.rider == rider } }
-    }
-
-    public var pushTargetCount: Int { pushTargetList.withLock { $0.count } }
+    func pushToStartTokensNow(rider: String) -> [StoredPushTarget] { sharedPushTargets.pushToStart(rider: rider) }
 
     @discardableResult
-    public func removePushTarget(ride: String?, rider: String, token: String) -> Bool {
-        pushTargetList.withLock { list in
-            let before = list.count
-            list.removeAll { Self.sameSlot($0, ride: ride, rider: rider) && $0.token == token }
-            return list.count != before
-        }
+    func removePushTarget(ride: String?, rider: String, token: String) -> Bool {
+        sharedPushTargets.remove(ride: ride, rider: rider, token: token)
     }
 
     /// A ride's targets share a slot whoever registered them; push-to-start tokens are per rider.
-    private static func sameSlot(_ t: StoredPushTarget, ride: String?, rider: String) -> Bool {
+    static func sameSlot(_ t: StoredPushTarget, ride: String?, rider: String) -> Bool {
         if let ride { return t.ride == ride }
         return t.ride == nil && t.rider == rider
+    }
+}
+
+/// A memory store's push targets as the push sender reaches them from its own thread: the
+/// store's list, each call one turn of its lock.
+public struct MemoryPushTargetList: Sendable {
+    let list: Locked<[StoredPushTarget]>
+
+    public func targets(ride: String) -> [StoredPushTarget] { list.withLock { $0.filter { $0.ride == ride } } }
+
+    public func pushToStart(rider: String) -> [StoredPushTarget] {
+        list.withLock { $0.filter { $0.ride == nil && $0.rider == rider } }
+    }
+
+    public var count: Int { list.withLock { $0.count } }
+
+    @discardableResult
+    public func remove(ride: String?, rider: String, token: String) -> Bool {
+        list.withLock { l in
+            let before = l.count
+            l.removeAll { MemoryStore.sameSlot($0, ride: ride, rider: rider) && $0.token == token }
+            return l.count != before
+        }
     }
 }

@@ -1,4 +1,3 @@
-import Foundation
 import RideCore
 import RideStore
 import RideWebhooks
@@ -11,18 +10,22 @@ import RideWebhooks
 /// nodes claiming at once never take the same one. An intent is held until every push it
 /// owes was answered (a retrying APNs keeps it here, renewed every read), then deleted under
 /// the lease.
-public final class PostgresPushIntents: PushIntentOutbox, @unchecked Sendable {  // `conn`, `held`, `heldUntil`, `lost`, `lastFailure` only under `lock`
+public final class PostgresPushIntents: PushIntentOutbox {
     public let settings: PostgresSettings
     public let owner: String
     public let leaseMillis: Int64
     private let clock: RideClock
     private let label: String
-    private let lock = NSLock()
-    private var conn: PostgresConnection?
-    private var held: Set<Int64> = []
-    private var lost: Set<Int64> = []
-    private var heldUntil: UnixMillis = .min
-    private var lastFailure: String?
+    /// The connection and the leases this node holds, only inside `withLock`.
+    private let state = Locked(State())
+
+    private struct State {
+        var conn: PostgresConnection?
+        var held: Set<Int64> = []
+        var lost: Set<Int64> = []
+        var heldUntil: UnixMillis = .min
+        var lastFailure: String?
+    }
 
     public init(_ settings: PostgresSettings, owner: String = PostgresOutbox.newOwner(), leaseMillis: Int64 = 30_000,
                 clock: RideClock = SystemClock()) {
@@ -37,39 +40,35 @@ public final class PostgresPushIntents: PushIntentOutbox, @unchecked Sendable { 
 
     /// Gives this node's leases up (another node takes the intents at once), then closes.
     public func close() {
-        locked(()) { (c: PostgresConnection) throws(PostgresError) in
+        locked(()) { (c: PostgresConnection, st: inout State) throws(PostgresError) in
             try c.query("UPDATE ridepush.webhook_outbox SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1 AND endpoint = $2",
                         [.text(owner), .text(OutboxEvent.pushEndpoint)])
-            held = []
+            st.held = []
         }
-        lock.lock()
-        defer { lock.unlock() }
-        conn?.close()
-        conn = nil
+        state.withLock { st in
+            st.conn?.close()
+            st.conn = nil
+        }
     }
 
-    public var lastError: String? {
-        lock.lock()
-        defer { lock.unlock() }
-        return lastFailure
-    }
+    public var lastError: String? { state.withLock { $0.lastFailure } }
 
     public func newIntents(limit: Int) -> [OutboxRow] {
-        let rows = locked(nil) { (c: PostgresConnection) throws(PostgresError) -> [OutboxRow]? in
+        let rows = locked(nil) { (c: PostgresConnection, st: inout State) throws(PostgresError) -> [OutboxRow]? in
             let now = clock.now()
             let until = now + leaseMillis
-            if !held.isEmpty {
+            if !st.held.isEmpty {
                 let r = try c.query("""
                     UPDATE ridepush.webhook_outbox SET lease_until = $1
                     WHERE lease_owner = $2 AND seq = ANY($3::bigint[]) RETURNING seq
-                    """, [.int(until), .text(owner), .text(Self.bigints(held))])
+                    """, [.int(until), .text(owner), .text(Self.bigints(st.held))])
                 var renewed = Set<Int64>()
                 for i in 0..<r.count { if let seq = r.int(i, 0) { renewed.insert(seq) } }
-                lost.formUnion(held.subtracting(renewed))
-                held = renewed
+                st.lost.formUnion(st.held.subtracting(renewed))
+                st.held = renewed
             }
-            heldUntil = until
-            let room = max(0, limit - held.count)
+            st.heldUntil = until
+            let room = max(0, limit - st.held.count)
             guard room > 0 else { return [] }
             let r = try c.query("""
                 WITH claim AS (
@@ -84,43 +83,43 @@ public final class PostgresPushIntents: PushIntentOutbox, @unchecked Sendable { 
             var rows: [OutboxRow] = []
             for i in 0..<r.count { rows.append(try PostgresOutbox.row(r, i)) }
             rows.sort { $0.seq < $1.seq }
-            held.formUnion(rows.map(\.seq))
+            st.held.formUnion(rows.map(\.seq))
             return rows
         }
         if let rows { return rows }
-        lock.lock()
-        defer { lock.unlock() }
-        if !held.isEmpty, clock.now() >= heldUntil {
-            lost.formUnion(held)
-            held = []
+        let now = clock.now()
+        state.withLock { st in
+            if !st.held.isEmpty, now >= st.heldUntil {
+                st.lost.formUnion(st.held)
+                st.held = []
+            }
         }
         return []
     }
 
     public func takeLost() -> Set<Int64> {
-        lock.lock()
-        defer { lock.unlock() }
-        let out = lost
-        lost = []
-        return out
+        state.withLock { st in
+            defer { st.lost = [] }
+            return st.lost
+        }
     }
 
     public func delivered(seq: Int64) {
-        let done = locked(false) { (c: PostgresConnection) throws(PostgresError) -> Bool in
+        let done = locked(false) { (c: PostgresConnection, st: inout State) throws(PostgresError) -> Bool in
             try c.query("DELETE FROM ridepush.webhook_outbox WHERE seq = $1 AND lease_owner = $2", [.int(seq), .text(owner)])
-            held.remove(seq)
+            st.held.remove(seq)
             return true
         }
         // Not recorded: let the lease go, so the intent is claimed again (sent again: at least once).
         if !done {
-            lock.lock()
-            if held.remove(seq) != nil { lost.insert(seq) }
-            lock.unlock()
+            state.withLock { st in
+                if st.held.remove(seq) != nil { st.lost.insert(seq) }
+            }
         }
     }
 
     public func pushStats() -> (pending: Int, targets: Int) {
-        locked((0, 0)) { (c: PostgresConnection) throws(PostgresError) -> (pending: Int, targets: Int) in
+        locked((0, 0)) { (c: PostgresConnection, _: inout State) throws(PostgresError) -> (pending: Int, targets: Int) in
             let r = try c.query("""
                 SELECT (SELECT count(*) FROM ridepush.webhook_outbox WHERE endpoint = $1), (SELECT count(*) FROM ridepush.push_targets)
                 """, [.text(OutboxEvent.pushEndpoint)])
@@ -137,7 +136,7 @@ public final class PostgresPushIntents: PushIntentOutbox, @unchecked Sendable { 
     }
 
     public func deletePushTarget(ride: String?, rider: String, token: String) {
-        locked(()) { (c: PostgresConnection) throws(PostgresError) in
+        locked(()) { (c: PostgresConnection, _: inout State) throws(PostgresError) in
             if let ride {
                 try c.query("DELETE FROM ridepush.push_targets WHERE ride = $1::text AND token = $2::text", [.text(ride), .text(token)])
             } else {
@@ -148,7 +147,7 @@ public final class PostgresPushIntents: PushIntentOutbox, @unchecked Sendable { 
     }
 
     private func rows(_ whereClause: String, _ key: String) -> [StoredPushTarget]? {
-        locked(nil) { (c: PostgresConnection) throws(PostgresError) -> [StoredPushTarget]? in
+        locked(nil) { (c: PostgresConnection, _: inout State) throws(PostgresError) -> [StoredPushTarget]? in
             let r = try c.query("SELECT platform, kind, ride, rider, token, at FROM ridepush.push_targets \(whereClause)", [.text(key)])
             return (0..<r.count).map { i in
                 StoredPushTarget(platform: r.text(i, 0), kind: r.text(i, 1), ride: r.optionalText(i, 2), rider: r.text(i, 3),
@@ -161,21 +160,25 @@ public final class PostgresPushIntents: PushIntentOutbox, @unchecked Sendable { 
         "{" + seqs.map(String.init).joined(separator: ",") + "}"
     }
 
-    private func locked<T>(_ fallback: @autoclosure () -> T, _ body: (PostgresConnection) throws(PostgresError) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        do throws(PostgresError) {
-            if conn?.isOpen != true {
-                conn?.close()
-                conn = try PostgresConnection(settings)
+    private func locked<T>(_ fallback: @autoclosure () -> T, _ body: (PostgresConnection, inout State) throws(PostgresError) -> T) -> T {
+        state.withLock { st in
+            do throws(PostgresError) {
+                let c: PostgresConnection
+                if let open = st.conn, open.isOpen {
+                    c = open
+                } else {
+                    st.conn?.close()
+                    c = try PostgresConnection(settings)
+                    st.conn = c
+                }
+                let value = try body(c, &st)
+                st.lastFailure = nil
+                return value
+            } catch {
+                st.lastFailure = "\(label): \(error)"
+                if st.conn?.isOpen != true { st.conn = nil }
+                return fallback()
             }
-            let value = try body(conn!)
-            lastFailure = nil
-            return value
-        } catch {
-            lastFailure = "\(label): \(error)"
-            if conn?.isOpen != true { conn = nil }
-            return fallback()
         }
     }
 }

@@ -9,7 +9,7 @@ import RideStore
 /// Never edit a shipped migration: databases in the field were made by it. Add a new one.
 enum PostgresSchema {
     /// The newest version this code knows; a database with a higher one is refused.
-    static let current: Int64 = 7
+    static let current: Int64 = 8
 
     /// Serializes migrations across nodes (any constant; "ridepush" in ASCII, as a number).
     static let migrationLock: Int64 = 0x7269_6465_7075_7368
@@ -172,6 +172,13 @@ enum PostgresSchema {
             END $f$;
             CREATE TRIGGER webhook_events_log AFTER INSERT ON ridepush.webhook_outbox
                 FOR EACH ROW EXECUTE FUNCTION ridepush.webhook_events_log();
+            """),
+        (8, """
+            -- Device-push intents share the outbox (endpoint 'push:', docs/push.md) but are not
+            -- webhook events: the log leaves them out.
+            DROP TRIGGER webhook_events_log ON ridepush.webhook_outbox;
+            CREATE TRIGGER webhook_events_log AFTER INSERT ON ridepush.webhook_outbox
+                FOR EACH ROW WHEN (NEW.endpoint <> 'push:') EXECUTE FUNCTION ridepush.webhook_events_log();
             """),
     ]
 }

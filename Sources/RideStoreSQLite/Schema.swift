@@ -8,7 +8,7 @@ import RideStore
 /// Never edit a shipped migration: files in the field were made by it. Add a new one.
 enum Schema {
     /// The newest version this code knows; a file with a higher one is refused.
-    static let current: Int64 = 11
+    static let current: Int64 = 12
 
     static let migrations: [(version: Int64, sql: String)] = [
         (1, """
@@ -230,6 +230,16 @@ enum Schema {
             -- NOT EXISTS, not OR IGNORE: the outbox insert's own OR ROLLBACK would override a
             -- conflict clause here and roll the whole group back at an event's second endpoint.
             CREATE TRIGGER webhook_events_log AFTER INSERT ON webhook_outbox BEGIN
+                INSERT INTO webhook_events (event_id, type, ride, created, body)
+                SELECT NEW.event_id, NEW.type, NEW.ride, NEW.created, NEW.body
+                WHERE NOT EXISTS (SELECT 1 FROM webhook_events WHERE event_id = NEW.event_id);
+            END;
+            """),
+        (12, """
+            -- Device-push intents share the outbox (endpoint 'push:', docs/push.md) but are not
+            -- webhook events: the log leaves them out.
+            DROP TRIGGER webhook_events_log;
+            CREATE TRIGGER webhook_events_log AFTER INSERT ON webhook_outbox WHEN NEW.endpoint <> 'push:' BEGIN
                 INSERT INTO webhook_events (event_id, type, ride, created, body)
                 SELECT NEW.event_id, NEW.type, NEW.ride, NEW.created, NEW.body
                 WHERE NOT EXISTS (SELECT 1 FROM webhook_events WHERE event_id = NEW.event_id);

@@ -344,7 +344,8 @@ public final class MemoryOutbox: WebhookOutbox, OutboxSink, @unchecked Sendable 
             let row = OutboxRow(seq: nextSeq, event: event)
             rows.append(row)
             nextSeq += 1
-            if logged.insert(row.eventID).inserted { log.append(row) }
+            // Push intents (docs/push.md) are not webhook events: not in the event log.
+            if row.endpoint != OutboxEvent.pushEndpoint, logged.insert(row.eventID).inserted { log.append(row) }
         }
     }
 
