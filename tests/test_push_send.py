@@ -89,6 +89,15 @@ def test_a_rides_activity_gets_one_push_per_event_and_none_per_second(standins, 
                                 and m.get("ridepush_push_pending") == 0 else None)(metric(srv, "ridepush_push")),
                        5, "targets and intents gone")
         assert m['ridepush_push_sent_total{platform="apns",result="delivered"}'] == 5
+    if store == "sqlite":
+        # Push intents share the outbox but are no webhook events: the event log has none.
+        import sqlite3
+        db = sqlite3.connect(str(tmp_path / "rides.db"))
+        try:
+            assert db.execute("SELECT count(*) FROM webhook_events").fetchone()[0] == 0
+            assert db.execute("SELECT count(*) FROM webhook_outbox").fetchone()[0] == 0
+        finally:
+            db.close()
 
 
 def test_410_drops_the_token_and_the_other_target_still_gets_every_push(standins, tmp_path):
