@@ -620,7 +620,7 @@ def test_a_version_1_file_is_upgraded_and_its_rides_load(tmp_path):
     tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     db.close()
-    assert versions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] and "replies" in tables and "webhook_outbox" in tables and "push_targets" in tables and "webhook_events" in tables and mode == "wal"
+    assert versions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] and "replies" in tables and "webhook_outbox" in tables and "push_targets" in tables and "webhook_events" in tables and mode == "wal"
 
 
 # ----------------------------------------------------------------------------------------

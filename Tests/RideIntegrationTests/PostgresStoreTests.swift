@@ -106,13 +106,13 @@ final class PostgresStoreTests: XCTestCase {
         let a = try open()
         let b = try open()  // a second node on the same database changes nothing
         let v = try pg.admin("SELECT string_agg(version::text, ',' ORDER BY version) FROM ridepush.schema_version", database: db)
-        XCTAssertEqual(v.text(0, 0), "1,2,3,4,5,6,7")
+        XCTAssertEqual(v.text(0, 0), "1,2,3,4,5,6,7,8")
         a.close()
         b.close()
         try pg.admin("INSERT INTO ridepush.schema_version (version) VALUES (99)", database: db)
         let e = storeError { () throws(StoreError) in try PostgresStore(pg.settings(database: db)) }
         XCTAssertEqual(e?.kind, .newerSchema)
-        XCTAssertEqual(e?.message, "ride store postgresql://postgres@127.0.0.1:\(pg.port)/\(db!): schema version 99 is newer than this RidePush supports (version 7); upgrade RidePush on every node, or use another database")
+        XCTAssertEqual(e?.message, "ride store postgresql://postgres@127.0.0.1:\(pg.port)/\(db!): schema version 99 is newer than this RidePush supports (version 8); upgrade RidePush on every node, or use another database")
     }
 
     func testSomeoneElsesRidepushSchemaIsRefusedAndOtherTablesAreLeftAlone() throws {

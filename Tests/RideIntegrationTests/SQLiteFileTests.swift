@@ -17,13 +17,13 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
 
     func testNewFileIsCurrentVersionInWALMode() throws {
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
         let raw = try SQLiteConnection(path: path)
         XCTAssertEqual(try raw.scalarText("PRAGMA journal_mode"), "wal")
         raw.close()
         // Opening again applies nothing twice.
         try SQLiteStore(path: path).close()
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
     }
 
     func testMigratesAVersion1FileKeepingItsRides() throws {
@@ -51,7 +51,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try versions(path), [1])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
         let open = try store.openRides()
         XCTAssertEqual(open.map(\.id), ["open-1"])
         XCTAssertEqual(open[0].journal, [.start(at: t0), .pause(at: t0 + 60_000)])
@@ -105,7 +105,7 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
         XCTAssertEqual(try indexes(path), ["replies_at", "replies_key"])
 
         let store = try SQLiteStore(path: path)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
         XCTAssertEqual(try indexes(path), ["replies_key"])
         XCTAssertEqual(try store.reply(for: ReplyKey(scope: "u", id: "old"))?.bytes, [1])
         // Recorded after it: t0 + 5, then t0 + 1 (the clock stepped back), then t0 + 6.
@@ -137,9 +137,9 @@ final class SQLiteFileTests: StoreDirectoryTestCase {
 
         let e = storeError { () throws(StoreError) in try SQLiteStore(path: path) }
         XCTAssertEqual(e?.kind, .newerSchema)
-        XCTAssertEqual(e?.message, "ride store \(path): schema version 99 is newer than this RidePush supports (version 11); upgrade RidePush or use another file")
+        XCTAssertEqual(e?.message, "ride store \(path): schema version 99 is newer than this RidePush supports (version 12); upgrade RidePush or use another file")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
-        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 99])
+        XCTAssertEqual(try versions(path), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 99])
     }
 
     func testNonDatabaseFileIsRefused() throws {

@@ -105,7 +105,7 @@ final class SQLiteRetentionTests: StoreDirectoryTestCase {
         var versions: [Int64] = []
         try raw2.query("SELECT version FROM schema_version ORDER BY version") { (r: SQLRow) throws(StoreError) in versions.append(r.int(0)) }
         raw2.close()
-        XCTAssertEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+        XCTAssertEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
         XCTAssertFalse(FileManager.default.fileExists(atPath: path + "-wal"), "closed: no log left behind")
 
         store = try SQLiteStore(path: path)  // already incremental: no second VACUUM
