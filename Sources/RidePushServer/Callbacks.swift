@@ -2,12 +2,12 @@ import RideService
 import CLibWebSockets
 
 // libwebsockets calls C function pointers; these top-level thunks find the Swift shard that
-// owns the context (through the hub, its `user` pointer) and forward. The hub lives until
-// every context is destroyed, so an unretained reference is safe here.
+// owns the context (through the mailboxes, its `user` pointer) and forward. The mailboxes live
+// until every context is destroyed (Hub holds them), so an unretained reference is safe here.
 
 func shard(of wsi: OpaquePointer?) -> Shard? {
     guard let wsi, let ctx = lws_get_context(wsi), let user = lws_context_user(ctx) else { return nil }
-    return Unmanaged<Hub>.fromOpaque(user).takeUnretainedValue().shard(for: ctx)
+    return Unmanaged<Mailboxes>.fromOpaque(user).takeUnretainedValue().shard(for: ctx)
 }
 
 /// Protocol 0, "ride.v1": HTTP (page, health, metrics, rides) and the WebSocket protocol. One

@@ -24,7 +24,7 @@ extension Shard {
             return -1
         }
         let claims: TokenClaims?
-        switch HTTPRouter.authorize(match.access, token: requestToken(wsi), verifier: hub.verifier, wall: WallClock.seconds()) {
+        switch HTTPRouter.authorize(match.access, token: requestToken(wsi), verifier: service.verifier, wall: WallClock.seconds()) {
         case .success(let c): claims = c
         case .failure(let refusal):
             // A POST refused from its headers: its body is never read, so the answer ends the connection.
@@ -34,11 +34,11 @@ extension Shard {
         }
         switch match.endpoint {
         case .health:
-            let h = hub.health()
+            let h = service.health()
             return respond(wsi, h.ok ? 200 : 503, json: h.json)
-        case .metrics: return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(hub.metricsText().utf8))
-        case .plans: return respond(wsi, 200, json: hub.plansDocument())
-        case .zones: return respond(hub.zonesRoute.answer(), wsi)
+        case .metrics: return respond(wsi, 200, type: "text/plain; version=0.0.4; charset=utf-8", body: Array(service.metricsText(process: ProcessStats.figures()).utf8))
+        case .plans: return respond(wsi, 200, json: service.plansDocument())
+        case .zones: return respond(service.zonesRoute.answer(), wsi)
         case .quote: return quoteProblem(wsi).map { respond(wsi, 400, json: errorJSON("bad_request", $0)) } ?? quote(wsi)
         case .ridesListing: return ridesListing(wsi)
         case .webhooks(let op): return webhooks(wsi, op)
@@ -62,7 +62,7 @@ extension Shard {
     /// known to allow the ride.
     func rideDocument(_ wsi: OpaquePointer, _ id: String, _ claims: TokenClaims?) -> Int32 {
         let journal = RideDocumentRoute.wantsJournal(asked: urlArg(wsi, "journal") == "1", claims: claims)
-        if let live = hub.registry.find(id) {
+        if let live = service.registry.find(id) {
             let answer = rideAnswer(id, claims, live, nil)
             // Operators (and ?journal=1) also get the journal, read by the store worker (OpsRequests.swift).
             if answer.status == 200, journal { return rideDocumentWithJournal(wsi, id, claims) }
@@ -70,7 +70,7 @@ extension Shard {
         }
         // Not in memory: the store worker reads it; this thread serves others meanwhile.
         let token = awaitingStore.add(wsi, id)
-        hub.submit(.lookup(id, from: Requester(shard: index, session: 0),
+        service.submit(.lookup(id, from: Requester(shard: index, session: 0),
                                     then: .http(token: token, claims: claims, journal: journal)))
         return 0
     }
@@ -84,8 +84,8 @@ extension Shard {
     }
 
     func rideAnswer(_ id: String, _ claims: TokenClaims?, _ live: LiveRide?, _ failure: ProtocolError?) -> HTTPAnswer {
-        RideDocumentRoute.answer(id: id, claims: claims, ride: live.map(hub.registry.snapshot), plan: live?.plan,
-                                 failure: failure, at: hub.clock.now())
+        RideDocumentRoute.answer(id: id, claims: claims, ride: live.map(service.registry.snapshot), plan: live?.plan,
+                                 failure: failure, at: service.clock.now())
     }
 
     /// The store worker answered a `GET /rides/{id}`: respond on HTTP_WRITEABLE, if the
@@ -103,12 +103,12 @@ extension Shard {
     }
 
     func quote(_ wsi: OpaquePointer) -> Int32 {
-        guard hub.quoteRate.allow(clientAddress(wsi), now: monotonicMillis()) else {
-            hub.metrics.add(hub.metrics.rateLimited)
-            return respond(wsi, 429, json: errorJSON("rate_limited", "more than \(hub.config.controlRate) quotes per second; slow down"))
+        guard service.quoteRate.allow(clientAddress(wsi), now: monotonicMillis()) else {
+            service.metrics.add(service.metrics.rateLimited)
+            return respond(wsi, 429, json: errorJSON("rate_limited", "more than \(service.config.controlRate) quotes per second; slow down"))
         }
         let answer = QuoteRoute.answer(plan: urlArg(wsi, "plan"), seconds: urlArg(wsi, "seconds"), paused: urlArg(wsi, "paused"),
-                                       plans: hub.registry.plan)
+                                       plans: service.registry.plan)
         return respond(answer, wsi)
     }
 
@@ -146,7 +146,7 @@ extension Shard {
         guard !parts.contains(where: { $0 == ".." || $0.hasPrefix(".") }) else {
             return respond(wsi, 404, json: errorJSON("not_found", "no such file"))
         }
-        let file = hub.publicDir + "/" + parts.joined(separator: "/")
+        let file = service.publicDir + "/" + parts.joined(separator: "/")
         var st = stat()
         guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
             return respond(wsi, 404, json: errorJSON("not_found", "no such file: \(path)"))

@@ -10,47 +10,27 @@ import RideWebhooks
 import Synchronization
 
 /// The server: shared state (registry, metrics, the ticker) and the service threads.
+/// The composition root: builds the service side (RideServer) and the store worker from what
+/// the executable hands it, then the lws contexts, the service threads and the listener, and
+/// owns their lifetime. Nothing else in the adapter reaches it.
 public final class Hub: @unchecked Sendable {  // fields are set once in init; shared state is locked or atomic
     package let config: ServerConfig
-    package let clock: RideClock
-    package let metrics = Metrics()
-    package let registry: RideRegistry
+    /// What every service thread, callback and route reaches: the service side.
+    package let service: RideServer
+    package var registry: RideRegistry { service.registry }
+    package var verifier: TokenVerifier? { service.verifier }
     private(set) var shards: [Shard] = []
     let ticker: Ticker
-    /// `--retain-ended`: the purge batches' schedule and counts (nil: every ride is kept).
-    let retention: Retention?
-    package let ops: OpsFeed
-    /// The store worker's position counters, for /metrics (GeoDesk.swift), and `GET /zones`.
-    let geoCounters: GeoCounters
-    let zonesRoute: ZonesRoute
-    /// Auth on: every token the server accepts is checked here (WebSocket, HTTP, upgrades).
-    package let verifier: TokenVerifier?
-    /// Signs share links; nil without an HS256 secret.
-    package let signer: TokenSigner?
-    package var authRequired: Bool { verifier != nil }
-    /// What each connection's deadlines are (RideService decides; the shards' timers ask).
-    var connectionTimers: ConnectionTimers {
-        ConnectionTimers(keepaliveSeconds: config.keepalive, handshakeSeconds: config.handshakeTimeout,
-                         slowConsumerSeconds: config.slowConsumerLag, authRequired: authRequired)
-    }
-    let publicDir: String
     let listener: Listener
-    private let perAddress = Locked<[String: Int]>([:])
-    /// `/quote` requests per address per second (the control rate).
-    let quoteRate: AddressRate
     /// The one thread that talks to the store (group commit); see StoreCoordinator.
     let storeWorker: StoreWorker<StoreCoordinator>
-    /// Where the store worker hands each service thread its events (filled once the shards exist).
-    private let mailboxes = Mailboxes()
-    /// With a store shared by several nodes (PostgreSQL): its listener, and whether the store's connection is up.
+    /// Where the store worker hands each service thread its events, and how the lws callbacks
+    /// find their shard (each context's user pointer); filled once the shards exist.
+    let mailboxes = Mailboxes()
+    /// With a store shared by several nodes (PostgreSQL): its listener.
     private(set) var clusterFeed: (any ClusterFeed)?
-    private(set) var storeHealth: ConnectionHealth?
-    /// How lost COMMITs were settled (PostgreSQL only), for /metrics.
-    private(set) var storeSettles: SettleCounts?
-    /// With `--webhook`: the sender (its own threads and outbox connection), and the routes
-    /// under /v1/webhooks/ that read and write that outbox off the service threads.
+    /// With `--webhook`: the sender (its own threads and outbox connection).
     let webhookSender: WebhookSender?
-    private(set) var webhookDesk: WebhookDesk?
     /// Every outbound HTTP call's client (one libcurl thread and connection pool), made when
     /// something calls out; it trusts `--outbound-ca-file` besides the system's store.
     let outbound: HTTPClient?
@@ -69,8 +49,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     let tlsPathsC: (cert: UnsafeMutablePointer<CChar>, key: UnsafeMutablePointer<CChar>)?
 
     public var port: Int { listener.port }
-    /// `last_updated` of GET /plans: the plans change only at start-up.
-    let plansLoadedAt: Int64
     /// The bound address for URLs ("127.0.0.1", "[::1]"), and where this machine reaches it.
     public var urlHost: String { listener.urlHost }
     public var localURLHost: String { listener.localURLHost }
@@ -81,14 +59,12 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     public init(config: ServerConfig, store: RideStore, clock: RideClock = SlewingClock.system,
                 faults: (any StoreFaultInjection)? = nil, outbox: WebhookOutbox? = nil) throws(ServerError) {
         self.config = config
-        quoteRate = AddressRate(perSecond: config.controlRate)
-        self.clock = clock
-        plansLoadedAt = clock.now() / 1000
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: config.publicDir, isDirectory: &isDir), isDir.boolValue else {
             throw ServerError("--public \(config.publicDir): no such folder (it holds the page: index.html, app.js, …)")
         }
-        publicDir = URL(fileURLWithPath: config.publicDir).standardizedFileURL.path
+        let publicDir = URL(fileURLWithPath: config.publicDir).standardizedFileURL.path
+        let signer: TokenSigner?, verifier: TokenVerifier?
         if case .jwt(let secret) = config.auth {
             guard secret != nil || !config.identityKeys.isEmpty || config.jwksURL != nil else {
                 throw ServerError("tokens required but neither an HS256 secret nor an identity provider's key is configured")
@@ -106,9 +82,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         // the service threads (which need all of it), and last the mailboxes they are reached by.
         let threads = max(1, config.threads)
         let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
-        ops = OpsFeed(threads: threads, pre: pre)
-        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre, devicePush: config.devicePush)
-        self.registry = registry
+        let ops = OpsFeed(threads: threads, pre: pre), metrics = Metrics()
+        let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre,
+                                    devicePush: config.devicePush)
         var book = RideBook(plans: config.plans)
         var cluster: ClusterCatchUp?
         do {
@@ -148,11 +124,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
             }
         }
         webhookSender = sender
-        webhookDesk = outbox.flatMap { o in sender.map { WebhookDesk(outbox: o, sender: $0, roster: config.webhookRoster, healthAge: config.webhookHealthAge, clock: clock) } }
+        let webhookDesk = outbox.flatMap { o in sender.map { WebhookDesk(outbox: o, sender: $0, roster: config.webhookRoster, healthAge: config.webhookHealthAge, clock: clock) } }
         let desk = GeoDesk(zones: config.zones, config: RideGeo.Config(limits: TraceFilter.Limits(maxSpeedKph: config.maxSpeedKph)),
                            clock: clock)
-        geoCounters = desk.counters
-        zonesRoute = ZonesRoute(document: config.zonesDocument)
+        var parts = RideServer.Parts(geoCounters: desk.counters)
+        parts.webhookSender = sender
         if !(store is SharedJournal) {
             // Open rides' distances for their ticks and reads from the start (one local read
             // each; on a shared store they come with each ride's next position instead).
@@ -186,16 +162,20 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         }
         storeWorker = worker
         let retention = config.retainEndedDays.map { Retention(days: $0) }
-        self.retention = retention
-        ticker = Ticker(clock: clock, metrics: metrics, registry: registry, jobs: worker, mailboxes: mailboxes, threads: threads,
-                        retention: retention)
+        parts.retention = retention
         if let shared = store as? ClusterFeedSource {
-            storeHealth = shared.health
-            storeSettles = shared.settles
+            parts.storeHealth = shared.health
+            parts.storeSettles = shared.settles
             clusterFeed = shared.clusterFeed(log: { warning, message in warning ? Log.warn(message) : Log.notice(message) }) { hints, catchUp in
                 worker.submit([.cluster(hints: hints, catchUp: catchUp)])
             }
+            parts.clusterFeed = clusterFeed
         }
+        let service = RideServer(config: config, clock: clock, metrics: metrics, registry: registry, ops: ops, verifier: verifier,
+                                 signer: signer, publicDir: publicDir, webhookDesk: webhookDesk, worker: worker, parts: parts,
+                                 threads: threads, build: (BuildInfo.version, BuildInfo.commit))
+        self.service = service
+        ticker = Ticker(service: service, jobs: worker, mailboxes: mailboxes, threads: threads, retention: retention)
 
         protocols = .allocate(capacity: 3)
         protocols[0] = lws_protocols()
@@ -237,8 +217,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
 
         do throws(ServerError) {
             for i in 0..<threads {
-                let context = try Shard.makeContext(hub: self, config: config)
-                shards.append(Shard(index: i, hub: self, listenFD: listener.fd, context: context))
+                let context = try makeContext()
+                shards.append(Shard(index: i, service: service, ticker: ticker, listenFD: listener.fd, context: context,
+                                    firstContext: shards.first?.context ?? context.0))
             }
         } catch {
             // A refused start (TLS files, a port in use by a later thread) leaves nothing behind.
@@ -257,11 +238,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         webhookSender?.start()
         config.devicePush?.start()
         clusterFeed?.start()
-        let trimmer = HeapTrimmer(connections: { [shards] in shards.reduce(0) { $0 + $1.connectionCount.load(ordering: .relaxed) } },
+        let trimmer = HeapTrimmer(connections: { [threads = service.threads] in threads.reduce(0) { $0 + $1.connections.load(ordering: .relaxed) } },
                                   trim: { _ = malloc_trim(0) })
         trimmer.start()
         let done = DispatchGroup()
-        shardsLooping.store(shards.count, ordering: .relaxed)
+        service.threadsLooping.store(shards.count, ordering: .relaxed)
         for shard in shards {
             done.enter()
             let t = Thread {
@@ -291,75 +272,11 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
     /// returns once none is left. 0: all at once, within 3 s as before drains. Callable from any
     /// thread; a second call changes nothing.
     public func shutdown(drainSeconds: Int = 0) {
-        guard !draining.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        drainStart.store(monotonicMillis(), ordering: .relaxed)
-        drainMillis.store(Int64(max(0, drainSeconds)) * 1000, ordering: .relaxed)
+        guard service.beginDrain(seconds: drainSeconds) else { return }
         // shutdown(2) on a listening socket stops it listening for every descriptor that shares
         // it (each thread's duplicate too): connections waiting in its backlog are reset and new
         // ones refused, here and now rather than when the last thread stops watching it.
         _ = Glibc.shutdown(listener.fd, Int32(SHUT_RD))
         for shard in shards { shard.post(.shutdown) }
-    }
-
-    /// Set by `shutdown`: /healthz answers `draining`.
-    let draining = Atomic<Bool>(false)
-    /// When the drain began (monotonic ms) and how long it lasts: every thread plans its
-    /// closes on the same span, so the node as a whole closes in one even trickle.
-    let drainStart = Atomic<Int64>(0)
-    let drainMillis = Atomic<Int64>(0)
-    /// Threads still in their service loop. Thread 0 leaves last: it ticks for the others'
-    /// connections until they are closed.
-    let shardsLooping = Atomic<Int>(0)
-
-    /// The shard servicing lws context `ctx` (the callbacks' way in): on a service thread its
-    /// own, else found among the few.
-    func shard(for ctx: OpaquePointer) -> Shard? {
-        let i = ServiceThread.current
-        if i >= 0, i < shards.count, shards[i].context == ctx { return shards[i] }
-        return shards.first { $0.context == ctx }
-    }
-
-    /// A request for the store worker (it decides, commits and answers in turn).
-    func submit(_ job: StoreJob) { storeWorker.submit([job]) }
-
-    /// Per-address connection limit (WebSocket sessions and HTTP connections, HTTPConnections).
-    func admit(_ peer: String) -> Bool {
-        perAddress.withLock { m in
-            let n = m[peer, default: 0]
-            guard n < config.maxConnectionsPerIP else { return false }
-            m[peer] = n + 1
-            return true
-        }
-    }
-
-    func release(_ peer: String) {
-        perAddress.withLock { m in
-            if let n = m[peer] { m[peer] = n > 1 ? n - 1 : nil }
-        }
-    }
-
-    /// /healthz's word for the store (Health.store).
-    func storeState() -> String { Health.store(storeWorker.health, connection: storeHealth) }
-
-    /// /healthz, from what each component last proved (HealthReport decides and writes it):
-    /// `ok` only when the ticker ticked, every thread looped, the store answered and, with
-    /// PostgreSQL, the listener is up; otherwise `degraded` (503); `draining` (503) once a SIGTERM came.
-    func health() -> (ok: Bool, json: [UInt8]) {
-        let now = monotonicMillis()
-        return HealthReport(
-            version: BuildInfo.version, commit: BuildInfo.commit,
-            tickAge: now - ticker.lastTick.load(ordering: .relaxed),
-            loopAges: shards.map { now - $0.lastLoop.load(ordering: .relaxed) },
-            store: storeState(), listener: clusterFeed.map { $0.health.isUp ? "ok" : "unreachable" },
-            draining: draining.load(ordering: .relaxed),
-            connections: metrics.connections.load(ordering: .relaxed), subscribers: metrics.subscribers.load(ordering: .relaxed),
-            rides: registry.counts, connectionsPerThread: shards.map { $0.connectionCount.load(ordering: .relaxed) },
-            ticks: metrics.tickRounds.load(ordering: .relaxed), storeHealth: storeWorker.health, identityKeys: config.keySource, webhooks: webhookDesk?.health(now: clock.now())
-        ).verdict()
-    }
-
-    /// The loaded plans as a GBFS `system_pricing_plans.json` document.
-    func plansDocument() -> [UInt8] {
-        GBFSPlans.document(config.plans, lastUpdated: plansLoadedAt)
     }
 }

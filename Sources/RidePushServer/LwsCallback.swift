@@ -35,9 +35,9 @@ extension Shard {
             return 0
         case LWS_CALLBACK_HTTP:
             bodyCompleted.remove(wsi)  // a new request on the connection
-            if let r = httpLimits.begin(wsi, peer: clientAddress(wsi), take: hub.admit, limit: hub.config.maxConnectionsPerIP, hasBody:
-                lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0, now: coarseMillis(), timeoutSeconds: hub.config.handshakeTimeout) {
-                hub.metrics.add(hub.metrics.refusedConnections)
+            if let r = httpLimits.begin(wsi, peer: clientAddress(wsi), take: service.admit, limit: service.config.maxConnectionsPerIP, hasBody:
+                lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0, now: coarseMillis(), timeoutSeconds: service.config.handshakeTimeout) {
+                service.metrics.add(service.metrics.refusedConnections)
                 answerAndClose(wsi, r.status, r.body)
                 return -1
             }
@@ -61,9 +61,9 @@ extension Shard {
             deferredHeaders[wsi] = nil
             apiBodies[wsi] = nil
             bodyCompleted.remove(wsi)
-            if let peer = httpLimits.forget(wsi) { hub.release(peer) }
+            if let peer = httpLimits.forget(wsi) { service.release(peer) }
             // Admitted by the filter but never established: give its address's place back.
-            if let p = pendingUpgrades.removeValue(forKey: wsi) { hub.release(p.peer) }
+            if let p = pendingUpgrades.removeValue(forKey: wsi) { service.release(p.peer) }
             return 0
         default:
             return lws_callback_http_dummy(wsi, reason, user, input, len)
@@ -88,20 +88,20 @@ extension Shard {
         var path = header(wsi, WSI_TOKEN_GET_URI) ?? header(wsi, WSI_TOKEN_HTTP_COLON_PATH) ?? ""
         if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
         let endpoint: UpgradeRoute.Endpoint
-        switch UpgradeRoute.endpoint(path: path, echoEnabled: hub.config.wsEcho != nil, origin: header(wsi, WSI_TOKEN_ORIGIN),
-                                     allowedOrigins: hub.config.allowedOrigins) {
+        switch UpgradeRoute.endpoint(path: path, echoEnabled: service.config.wsEcho != nil, origin: header(wsi, WSI_TOKEN_ORIGIN),
+                                     allowedOrigins: service.config.allowedOrigins) {
         case .success(let e): endpoint = e
         case .failure(let r): return refuseUpgrade(wsi, r)
         }
-        if let before = httpLimits.forget(wsi) { hub.release(before) }  // HTTP before: the session counts it now
+        if let before = httpLimits.forget(wsi) { service.release(before) }  // HTTP before: the session counts it now
         let peer = clientAddress(wsi)
-        guard hub.admit(peer) else {
-            hub.metrics.add(hub.metrics.refusedConnections)
-            return refuseUpgrade(wsi, UpgradeRoute.tooManyConnections(from: peer, limit: hub.config.maxConnectionsPerIP))
+        guard service.admit(peer) else {
+            service.metrics.add(service.metrics.refusedConnections)
+            return refuseUpgrade(wsi, UpgradeRoute.tooManyConnections(from: peer, limit: service.config.maxConnectionsPerIP))
         }
         let token = requestToken(wsi)
-        if let r = UpgradeRoute.tokenRefusal(endpoint, token: token, verifier: hub.verifier, wall: WallClock.seconds()) {
-            hub.release(peer)
+        if let r = UpgradeRoute.tokenRefusal(endpoint, token: token, verifier: service.verifier, wall: WallClock.seconds()) {
+            service.release(peer)
             return refuseUpgrade(wsi, r)
         }
         pendingUpgrades[wsi] = PendingUpgrade(peer: peer, token: token, echo: endpoint == .echo)
@@ -120,14 +120,14 @@ extension Shard {
         let s = Session(handle: ConnectionHandle(bits: UInt(bitPattern: wsi)), peer: pending?.peer ?? peerName(wsi), serial: sessions.nextSerial(), pre: pre)
         // Its own connection, TCP or TLS: not a stream inside an HTTP/2 connection (TickStaging.swift).
         s.writesDirectly = lws_get_network_wsi(wsi) == wsi
-        if pending?.echo == true, let limit = hub.config.wsEcho { s.echo = EchoQueue(limit: limit) }
+        if pending?.echo == true, let limit = service.config.wsEcho { s.echo = EchoQueue(limit: limit) }
         lws_set_opaque_user_data(wsi, Unmanaged.passRetained(s).toOpaque())
         sessions.add(s)
-        hub.metrics.add(hub.metrics.connections)
-        connectionCount.wrappingAdd(1, ordering: .relaxed)
+        service.metrics.add(service.metrics.connections)
+        pulse.connections.wrappingAdd(1, ordering: .relaxed)
         // Accepted just before the drain began: off to another node at once.
         if stopping { closeForRestart(s) }
-        if let token = pending?.token { perform(s, s.conn.upgradeToken(token, hub)) }
+        if let token = pending?.token { perform(s, s.conn.upgradeToken(token, service)) }
     }
 
     func closed(_ s: Session, _ wsi: OpaquePointer) {
@@ -135,9 +135,9 @@ extension Shard {
         s.subscriptions.removeAll()
         dropOpsWatcher(s)
         sessions.remove(s.serial)
-        hub.release(s.peer)
-        hub.metrics.add(hub.metrics.connections, -1)
-        connectionCount.wrappingAdd(-1, ordering: .relaxed)
+        service.release(s.peer)
+        service.metrics.add(service.metrics.connections, -1)
+        pulse.connections.wrappingAdd(-1, ordering: .relaxed)
         lws_set_opaque_user_data(wsi, nil)
         Unmanaged.passUnretained(s).release()
     }
@@ -155,7 +155,7 @@ extension Shard {
         }
         slot.pointee.subscribers.removeLast()  // frees the others' array with the last of them
         sub.live.subscriberCount.wrappingAdd(-1, ordering: .relaxed)
-        hub.metrics.add(hub.metrics.subscribers, -1)
+        service.metrics.add(service.metrics.subscribers, -1)
     }
 
     /// Collects a message's fragments; a message over the frame limit is skipped to its end
@@ -168,7 +168,7 @@ extension Shard {
             return slowConsumer(s, "slow consumer: \(Outbox.limit) replies not read")
         }
         if s.rxSince == 0 { s.rxSince = coarseMillis() }
-        if s.rx.count + len > s.echo?.limit ?? hub.config.maxFrame {
+        if s.rx.count + len > s.echo?.limit ?? service.config.maxFrame {
             if let e = s.echo { return closeHard(s, code: 1009, reason: "message larger than \(e.limit) bytes") }
             s.rxTooLarge = true
             s.rx.removeAll(keepingCapacity: false)
@@ -184,7 +184,7 @@ extension Shard {
         if let e = s.echo {
             echo(s, e, binary: lws_frame_is_binary(wsi) != 0)
         } else if s.rxTooLarge {
-            reply(s, ProtocolError(.tooLarge, "message larger than \(hub.config.maxFrame) bytes"))
+            reply(s, ProtocolError(.tooLarge, "message larger than \(service.config.maxFrame) bytes"))
         } else if lws_frame_is_binary(wsi) != 0 {
             reply(s, ProtocolError(.badRequest, "binary frames are not part of ride.v1; send JSON text"))
         } else {
@@ -225,7 +225,7 @@ extension Shard {
 
     /// The address the per-address limit counts (ClientAddress decides, --trust-proxy).
     func clientAddress(_ wsi: OpaquePointer) -> String {
-        ClientAddress.of(peer: peerName(wsi), trustProxy: hub.config.trustProxy,
+        ClientAddress.of(peer: peerName(wsi), trustProxy: service.config.trustProxy,
                          forwarded: header(wsi, WSI_TOKEN_HTTP_X_REAL_IP) ?? header(wsi, WSI_TOKEN_X_FORWARDED_FOR))
     }
 }

@@ -1,7 +1,6 @@
 import CLibWebSockets
 import RideService
 
-extension Hub: OpsServices {}
 extension Shard: OpsHost {}
 
 extension Shard {

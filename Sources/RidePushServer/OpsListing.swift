@@ -18,11 +18,11 @@ extension Shard {
         case .success(let q): query = q
         case .failure(let refusal): return respond(refusal.answer, wsi)
         }
-        let at = hub.clock.now(), limit = query.limit
+        let at = service.clock.now(), limit = query.limit
         switch query.state {
         case .riding?, .paused?:
             // Copied under the lock, sorted outside it.
-            let open = hub.registry.view.withLock { v in
+            let open = service.registry.view.withLock { v in
                 var rows: [(key: RideKey, ride: Ride, plan: FarePlan, watchers: Int)] = []
                 for l in v.live {
                     let k = RideKey(at: l.ride.startedAt, id: l.id)

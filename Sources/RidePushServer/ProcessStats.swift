@@ -1,4 +1,5 @@
 import Glibc
+import RideService
 
 /// The `process_*` figures Prometheus' client libraries export, read from /proc at scrape
 /// time (never on the tick path): enough for "connections near the file limit" and memory.
@@ -53,5 +54,12 @@ package enum ProcessStats {
             out += buf[0..<n]
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension ProcessStats {
+    /// What /metrics renders of this process (RideServer.metricsText).
+    static func figures() -> ProcessFigures {
+        ProcessFigures(openFiles: openFiles(), maxFiles: maxFiles(), residentBytes: residentBytes(), startTime: startTime)
     }
 }

@@ -65,13 +65,13 @@ extension Shard {
 
     private func serverAPIBodyDone(_ wsi: OpaquePointer, _ pending: inout ServerAPIBody) -> Int32 {
         switch ServerAPIRequest.admit(method: "POST", path: pending.path, idempotencyKeyBytes: pending.idempotencyKey,
-                                      token: pending.token, body: pending.bytes, verifier: hub.verifier, wall: WallClock.seconds()) {
+                                      token: pending.token, body: pending.bytes, verifier: service.verifier, wall: WallClock.seconds()) {
         case .failure(let refusal):
             deferredResponses[wsi] = (refusal.answer.status, refusal.answer.body)
             lws_callback_on_writable(wsi)
         case .success(let call):
             let token = awaitingStore.add(wsi, pending.path)
-            hub.submit(.api(call, from: Requester(shard: index, session: 0, http: token)))
+            service.submit(.api(call, from: Requester(shard: index, session: 0, http: token)))
         }
         return 0
     }

@@ -10,7 +10,7 @@ extension Shard {
     func requester(_ s: Session) -> Requester { Requester(shard: index, session: s.serial) }
 
     func handleMessage(_ s: Session, _ bytes: [UInt8]) {
-        perform(s, s.conn.received(bytes, hub, from: requester(s)))
+        perform(s, s.conn.received(bytes, service, from: requester(s)))
     }
 
     /// An error found before decoding (too large, binary): answered in turn.
@@ -22,13 +22,13 @@ extension Shard {
         for a in actions {
             switch a {
             case .send(let frame): send(s, frame)
-            case .submit(let job): hub.submit(job)
+            case .submit(let job): service.submit(job)
             case .subscribe(let live):
                 let slot = live.slot(index)
                 s.subscriptions.append(Subscription(live: live, index: Int32(slot.pointee.subscribers.count)))
                 slot.pointee.subscribers.append(Subscriber(session: s))
                 live.subscriberCount.wrappingAdd(1, ordering: .relaxed)
-                hub.metrics.add(hub.metrics.subscribers)
+                service.metrics.add(service.metrics.subscribers)
             case .unsubscribe(let ride):
                 guard let sub = s.subscription(for: ride) else { continue }
                 detach(s, sub)
@@ -41,19 +41,5 @@ extension Shard {
             case .endFeed: dropOpsWatcher(s)
             }
         }
-    }
-}
-
-extension Hub: ConnectionContext {
-    package func now() -> UnixMillis { clock.now() }
-    package func wallSeconds() -> Int64 { WallClock.seconds() }
-    package func monotonic() -> Int64 { monotonicMillis() }
-    package func ride(_ id: String) -> LiveRide? { registry.find(id) }
-    package func snapshot(_ live: LiveRide) -> Ride { registry.snapshot(live) }
-    package func plan(_ id: String?) -> FarePlan? { registry.plan(id) }
-    package func count(_ type: String, _ result: String) { metrics.control(type, result) }
-    package func rateLimited() { metrics.add(metrics.rateLimited) }
-    package func trace(_ live: LiveRide) -> (distance: Int64, position: RidePosition?)? {
-        registry.view.withLock { _ in live.trace.map { ($0.metres, $0.position.map(RidePosition.init)) } }
     }
 }

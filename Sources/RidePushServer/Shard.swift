@@ -10,15 +10,21 @@ import Synchronization
 /// One libwebsockets context and the thread that services it. lws is single-threaded per
 /// context, so every lws call for this context happens on that thread; other threads hand
 /// work over through `mailbox` and `lws_cancel_service`.
-final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCount` atomic, `context` immutable; the rest is its service thread's (asserted in callback)
+final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `pulse` atomic, `context` immutable; the rest is its service thread's (asserted in callback)
     let index: Int
-    /// The hub outlives its shards (it makes and destroys them): unowned, and checked, so a
-    /// use after it is gone traps instead of reading freed memory. The tick's per-subscriber
-    /// loop does not touch it.
-    unowned let hub: Hub
-    /// Made before the shard and handed in (Shard.makeContext): its user pointer is the hub,
-    /// which finds the shard by context (Hub.shard(for:)).
+    /// The service side (RideServer). The composition root (Hub) owns it and outlives its
+    /// shards: unowned, and checked, so a use after it is gone traps instead of reading freed
+    /// memory. The tick's per-subscriber loop does not touch it.
+    unowned let service: RideServer
+    /// The one shared timer (thread 0 runs it); owned by the composition root too.
+    unowned let ticker: Ticker
+    /// This thread's liveness and connection count (/healthz, the heap trimmer).
+    let pulse: ThreadPulse
+    /// Made before the shard and handed in (Hub.makeContext): its user pointer is the
+    /// mailboxes, which find the shard by context (Mailboxes.shard(for:)).
     let context: OpaquePointer
+    /// Thread 0's context, woken as each other thread leaves (it leaves last).
+    let firstContext: OpaquePointer
     let vhost: OpaquePointer
     private let mailbox = Locked<[ShardEvent]>([])
     /// Sessions on this thread by serial (service thread only). Answers from the store worker
@@ -74,15 +80,14 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     var ticksWritten = 0
     /// Monotonic ms of the latest tick fan-out on this thread.
     var tickTime: Int64 = 0
-    /// WebSocket connections on this thread (for /healthz; written by this thread only).
-    let connectionCount = Atomic<Int>(0)
-    /// Monotonic ms of the service loop's last iteration (/healthz: is this thread alive).
-    let lastLoop = Atomic<Int64>(monotonicMillis())
-
-    init(index: Int, hub: Hub, listenFD: Int32, context: (OpaquePointer, vhost: OpaquePointer)) {
+    init(index: Int, service: RideServer, ticker: Ticker, listenFD: Int32, context: (OpaquePointer, vhost: OpaquePointer),
+         firstContext: OpaquePointer) {
         self.index = index
-        self.hub = hub
+        self.service = service
+        self.ticker = ticker
+        pulse = service.threads[index]
         self.context = context.0
+        self.firstContext = firstContext
         vhost = context.vhost
         self.listenFD = dup(listenFD)
         tickTimer.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
@@ -101,40 +106,6 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         drainTimer.deallocate()
     }
 
-    /// Creates a shard's context (on the calling thread; the shard's `run` services it), before
-    /// the shard: lws calls back with the hub, which knows its shards.
-    static func makeContext(hub: Hub, config: ServerConfig) throws(ServerError) -> (OpaquePointer, vhost: OpaquePointer) {
-        var info = lws_context_creation_info()
-        info.port = CONTEXT_PORT_NO_LISTEN_SERVER
-        info.protocols = UnsafePointer(hub.protocols)
-        info.user = Unmanaged.passUnretained(hub).toOpaque()
-        info.options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
-        // lws reads every peer address as the vhost's family: IPv6 only when we listen on it.
-        if !hub.listener.isIPv6 { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
-        info.timeout_secs = UInt32(config.handshakeTimeout)
-        // A socket that sends no complete request headers (slowloris) is closed this soon too.
-        info.timeout_secs_ah_idle = UInt32(config.handshakeTimeout)
-        info.retry_and_idle_policy = UnsafePointer(hub.noValidityTimers)
-        info.headers = UnsafePointer(hub.securityHeaders)
-        info.vhost_name = UnsafePointer(hub.vhostName)
-        if let (cert, key) = hub.tlsPathsC {
-            info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-            info.ssl_cert_filepath = UnsafePointer(cert)
-            info.ssl_private_key_filepath = UnsafePointer(key)
-        }
-        guard let ctx = lws_create_context(&info) else {
-            if config.tlsCert != nil {
-                throw ServerError("could not start TLS with --tls-cert \(config.tlsCert!) and --tls-key \(config.tlsKey!): check that both are readable PEM files and that the key matches the certificate")
-            }
-            throw ServerError("could not create the libwebsockets context")
-        }
-        guard let vhost = lws_get_vhost_by_name(ctx, hub.vhostName) else {
-            lws_context_destroy(ctx)
-            throw ServerError("the libwebsockets context has no vhost")
-        }
-        return (ctx, vhost)
-    }
-
     /// The service loop; returns when a shutdown has closed every session (or timed out).
     func run() {
         ServiceThread.enter(index)
@@ -142,23 +113,23 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         defer { cepoll_loop_enter(nil) }
         watchListener()
         scheduleConnectionTimers()
-        if index == 0 { hub.ticker.start(on: self) }
+        if index == 0 { ticker.start(on: self) }
         while true {
-            lastLoop.store(monotonicMillis(), ordering: .relaxed)
+            pulse.lastLoop.store(monotonicMillis(), ordering: .relaxed)
             if stopping, let drain {
                 // Thread 0 ticks for every thread's connections, so it leaves last.
-                let othersDone = index != 0 || hub.shardsLooping.load(ordering: .relaxed) == 1
+                let othersDone = index != 0 || service.threadsLooping.load(ordering: .relaxed) == 1
                 if (sessions.isEmpty && othersDone) || monotonicMillis() > drain.deadline { break }
             }
             if lws_service(context, 0) < 0 { break }
             if cepoll_loop_take_listener(loop) != 0 { _ = acceptReady() }
         }
-        if index == 0 { hub.ticker.stop(on: self) }
+        if index == 0 { ticker.stop(on: self) }
         lws_sul_cancel(&drainTimer.pointee.sul)
-        hub.shardsLooping.subtract(1, ordering: .relaxed)
+        service.threadsLooping.subtract(1, ordering: .relaxed)
         // Thread 0 may be waiting in lws_service for this to be the last: wake it. Its context
         // lives until every thread has left (Hub.run destroys the contexts after).
-        if index != 0, let first = hub.shards.first { lws_cancel_service(first.context) }
+        if index != 0 { lws_cancel_service(firstContext) }
     }
 
     // MARK: mailbox
@@ -200,7 +171,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         case .found(let serial, let then, let live, let failure):
             if case .http(let token, let claims, let journal) = then { return rideFound(token, claims, journal: journal, live, failure) }
             guard let s = sessions[serial] else { return }
-            perform(s, s.conn.resumed(then, found: live, failure: failure, hub, from: requester(s)))
+            perform(s, s.conn.resumed(then, found: live, failure: failure, service, from: requester(s)))
         case .ops(let item): deliverOps(item)
         case .httpAnswer(let token, let answer): httpAnswered(token, answer)
         case .shutdown: beginShutdown()
@@ -250,12 +221,12 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             }
             slot.pointee.frame = held ? batch.frame(k, pre: pre) : nil
         }
-        if coalesced > 0 { hub.metrics.add(hub.metrics.ticksCoalesced, coalesced) }
+        if coalesced > 0 { service.metrics.add(service.metrics.ticksCoalesced, coalesced) }
         // Counted locally between ticks: one shared atomic per write would bounce a cache
         // line between the threads.
-        hub.metrics.add(hub.metrics.ticksSent, ticksWritten)
+        service.metrics.add(service.metrics.ticksSent, ticksWritten)
         ticksWritten = 0
-        hub.metrics.fanout.observe(Double(monotonicMicros() - started) / 1000)
+        service.metrics.fanout.observe(Double(monotonicMicros() - started) / 1000)
     }
 
     /// This thread's connection timer: once a second, what ConnectionTimers says is due for
@@ -274,14 +245,14 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         let now = coarseMillis(), wall = WallClock.seconds()
         for wsi in httpLimits.takeOverdue(now: now) { lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, LWS_TO_KILL_ASYNC) }
         sessions.forEach { s in
-            for due in hub.connectionTimers.due(s, now: now, wall: wall) {
+            for due in service.connectionTimers.due(s, now: now, wall: wall) {
                 switch due {
                 case .slowConsumer(let reason): slowConsumer(s, reason)
                 case .outboxIdle: s.outbox.idle()
-                case .tokenExpired: perform(s, s.conn.sweep(hub))
-                case .authTimedOut: perform(s, s.conn.authTimedOut(hub))
+                case .tokenExpired: perform(s, s.conn.sweep(service))
+                case .authTimedOut: perform(s, s.conn.authTimedOut(service))
                 case .incompleteMessage(let reason):
-                    hub.metrics.control("invalid", "incomplete")
+                    service.metrics.control("invalid", "incomplete")
                     closeHard(s, code: 1008, reason: reason)
                 case .drop: lws_set_timeout(s.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 case .ping:
@@ -317,7 +288,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// the close frame either.
     func slowConsumer(_ s: Session, _ reason: String = "slow consumer: \(Outbox.limit) frames not read") {
         guard s.closing == nil else { return }
-        hub.metrics.add(hub.metrics.slowConsumerDisconnects)
+        service.metrics.add(service.metrics.slowConsumerDisconnects)
         closeHard(s, code: 4008, reason: reason)
     }
 
@@ -430,7 +401,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             backoffMillis = 0
             // Data we sent that stays unacknowledged this long means the peer is gone: the
             // kernel drops it, so subscribers (who get a tick every second) need no pings.
-            var userTimeout = UInt32(hub.config.keepalive * 1000)
+            var userTimeout = UInt32(service.config.keepalive * 1000)
             setsockopt(fd, Int32(IPPROTO_TCP), 18 /* TCP_USER_TIMEOUT */, &userTimeout, socklen_t(MemoryLayout<UInt32>.size))
             // A push server writes small frames that should leave now, not wait on Nagle.
             var one: Int32 = 1
@@ -443,7 +414,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
             cepoll_loop_forget(loop, fd)
             if lws_adopt_socket_vhost(vhost, fd) == nil {
                 close(fd)
-                hub.metrics.add(hub.metrics.refusedConnections)
+                service.metrics.add(service.metrics.refusedConnections)
             }
         }
         return 0
@@ -454,11 +425,11 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
     /// doubling to 2 s) instead of spinning on it, and log at most once every 10 s. The listener leaves lws's poll set
     /// altogether: flow control on it kept lws polling every socket with a zero timeout.
     func backOffAccepting() {
-        hub.metrics.add(hub.metrics.acceptBackoffs)
+        service.metrics.add(service.metrics.acceptBackoffs)
         if spareFD >= 0 {
             close(spareFD)
             let fd = clws_accept(listenFD)
-            if fd >= 0 { close(fd); hub.metrics.add(hub.metrics.refusedConnections) }
+            if fd >= 0 { close(fd); service.metrics.add(service.metrics.refusedConnections) }
             spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
         }
         let now = monotonicMillis()
@@ -492,7 +463,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `connectionCou
         if let loop { cepoll_loop_listen(loop, listenFD, 0) }
         // Oldest first: serials grow with each connection.
         drain = DrainPlan(sessions: sessions.values.map(\.serial).sorted(),
-                          start: hub.drainStart.load(ordering: .relaxed), length: hub.drainMillis.load(ordering: .relaxed))
+                          start: service.drainStart.load(ordering: .relaxed), length: service.drainMillis.load(ordering: .relaxed))
         drainBeat()
     }
 

@@ -12,7 +12,7 @@ extension Shard {
     /// (on HTTP_WRITEABLE, if the connection is still there); this thread serves others meanwhile.
     func awaitStore(_ wsi: OpaquePointer, _ what: String, _ work: @escaping @Sendable (RideStore, RideRegistry) -> OpsAnswer) -> Int32 {
         let token = awaitingStore.add(wsi, what)
-        hub.submit(.read(from: Requester(shard: index, session: 0), http: token, work: work))
+        service.submit(.read(from: Requester(shard: index, session: 0), http: token, work: work))
         return 0
     }
 

@@ -11,24 +11,24 @@ final class Ticker {  // service thread 0 only: its timer callback
     private var schedule = TickSchedule(now: 0)
     /// The hourly prune and retention batches (RideService decides which are due).
     private var housekeeping: Housekeeping
-    /// Monotonic ms of the last tick (for /healthz, read from any thread).
-    let lastTick = Atomic<Int64>(monotonicMillis())
+    /// Where the last tick's time is kept for /healthz (RideServer.lastTick).
+    private let service: RideServer
     private let clock: RideClock
     private let metrics: Metrics
     private let registry: RideRegistry
     /// The store worker: where due auto-ends, the hourly prune and retention batches go.
     private let jobs: any StoreJobSink
-    /// How the batch reaches the other service threads: their mailboxes, not the hub.
+    /// How the batch reaches the other service threads: their mailboxes.
     private let mailboxes: Mailboxes
     private let threads: Int
 
-    /// Made from what it uses, before the hub's threads exist (Hub.init).
-    init(clock: RideClock, metrics: Metrics, registry: RideRegistry, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int,
-         retention: Retention? = nil) {
+    /// Made from what it uses, before the service threads exist (Hub.init).
+    init(service: RideServer, jobs: any StoreJobSink, mailboxes: Mailboxes, threads: Int, retention: Retention? = nil) {
         housekeeping = Housekeeping(retention: retention)
-        self.clock = clock
-        self.metrics = metrics
-        self.registry = registry
+        self.service = service
+        clock = service.clock
+        metrics = service.metrics
+        registry = service.registry
         self.jobs = jobs
         self.mailboxes = mailboxes
         self.threads = threads
@@ -36,7 +36,7 @@ final class Ticker {  // service thread 0 only: its timer callback
 
     func start(on shard: Shard) {
         schedule = TickSchedule(now: clock.now())
-        lastTick.store(monotonicMillis(), ordering: .relaxed)
+        service.lastTick.store(monotonicMillis(), ordering: .relaxed)
         arm(shard)
     }
 
@@ -49,7 +49,7 @@ final class Ticker {  // service thread 0 only: its timer callback
         let delay = max(0, schedule.delay(now: clock.now()) - ahead)
         lws_sul_schedule(shard.context, 0, &shard.tickTimer.pointee.sul, { sul in
             guard let shard = TimerBox.owner(of: sul, as: Shard.self) else { return }
-            shard.hub.ticker.fire(shard)
+            shard.ticker.fire(shard)
         }, lws_usec_t(delay))
     }
 
@@ -62,7 +62,7 @@ final class Ticker {  // service thread 0 only: its timer callback
         }
         metrics.lateness.observe(Double(now - at))
         metrics.add(metrics.tickRounds)
-        lastTick.store(monotonicMillis(), ordering: .relaxed)
+        service.lastTick.store(monotonicMillis(), ordering: .relaxed)
         Faults.tickRound(metrics.tickRounds.load(ordering: .relaxed))
         // The other threads get their share inside the registry's lock, so a tick encoded
         // before a transition committed is in their mailboxes before that transition's push.

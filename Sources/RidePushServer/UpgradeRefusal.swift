@@ -18,7 +18,7 @@ extension Shard {
 
     func refuseUpgrade(_ wsi: OpaquePointer, _ status: UInt32, _ code: String, _ message: String) -> Int32 {
         let peer = peerName(wsi)
-        let second = hub.clock.now() / 1000
+        let second = service.clock.now() / 1000
         let (log, skipped) = refusalLog.withLock { r -> (Bool, Int) in
             if r.second != second { r = (second, 0, r.skipped) }
             guard r.logged < 10 else { r.skipped += 1; return (false, 0) }

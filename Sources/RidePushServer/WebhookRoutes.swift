@@ -5,7 +5,7 @@ import RideService
 extension Shard {
     /// The router has checked the ops token.
     func webhooks(_ wsi: OpaquePointer, _ op: WebhookOp) -> Int32 {
-        guard let desk = hub.webhookDesk else { return respond(wsi, 404, json: errorJSON("not_found", "webhooks are off (no --webhook)")) }
+        guard let desk = service.webhookDesk else { return respond(wsi, 404, json: errorJSON("not_found", "webhooks are off (no --webhook)")) }
         let token = awaitingStore.add(wsi, "webhooks")
         desk.answer(op) { [self] answer in post(.httpAnswer(token, answer)) }
         return 0

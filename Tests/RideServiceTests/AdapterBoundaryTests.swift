@@ -70,6 +70,25 @@ final class AdapterBoundaryTests: XCTestCase {
         }
     }
 
+    /// Issue 37: the adapter reaches the service side through RideServer, which the
+    /// composition root (Hub and its extensions) builds and hands to each service thread; no
+    /// other file names a `hub`, so no shard, callback or route can lean on a back-reference.
+    func testOnlyTheCompositionRootReachesTheHub() throws {
+        let compositionRoot: Set<String> = ["Hub.swift", "HubContexts.swift", "HubKeys.swift"]
+        let adapter = try files().filter { $0.target == "RidePushServer" }
+        XCTAssertTrue(Set(adapter.map(\.name)).isSuperset(of: compositionRoot), "the composition root's files were renamed")
+        for f in adapter where !compositionRoot.contains(f.name) {
+            for line in code(f.text) {
+                XCTAssertNil(line.range(of: #"\bhub\s*[.:]"#, options: .regularExpression),
+                             "RidePushServer/\(f.name) reaches the hub: take what it needs from RideServer (`service.`): \(line)")
+                // The code before a trailing comment: a comment may say where a thing is made.
+                let code = line.components(separatedBy: "//")[0]
+                XCTAssertNil(code.range(of: #"\bHub\b"#, options: .regularExpression),
+                             "RidePushServer/\(f.name) names Hub outside the composition root: \(line)")
+            }
+        }
+    }
+
     func testTheAdapterStaysThin() throws {
         let lines = try files().filter { $0.target == "RidePushServer" }.reduce(0) { $0 + $1.text.split(separator: "\n", omittingEmptySubsequences: false).count - 1 }
         XCTAssertGreaterThan(lines, 0)

@@ -3,7 +3,7 @@ import RideCore
 import RideProtocol
 
 /// What a connection's protocol logic needs from the server, and nothing else: lookups in
-/// memory, the token signer, the clocks. The server passes its hub; unit tests a fake.
+/// memory, the token signer, the clocks. The server passes its RideServer; unit tests a fake.
 package protocol ConnectionContext {
     var config: ServerConfig { get }
     /// Auth on: checks every token (HS256 and the identity provider's keys). nil: auth off.

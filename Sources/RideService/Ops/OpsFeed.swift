@@ -97,8 +97,8 @@ package final class OpsWatcher {
     init(session: Session) { self.session = session }
 }
 
-/// What the operator feed needs of the hub: the feed, the clock, the registry, the metrics
-/// and whether tokens are checked (the adapter's Hub).
+/// What the operator feed needs of the server: the feed, the clock, the registry, the metrics
+/// and whether tokens are checked (RideServer).
 package protocol OpsServices: AnyObject {
     var ops: OpsFeed { get }
     var clock: RideClock { get }
@@ -108,11 +108,11 @@ package protocol OpsServices: AnyObject {
 }
 
 /// What the operator feed needs of a service thread (the adapter's Shard): which one it is,
-/// the hub, the headroom and how a frame is sent to a session.
+/// the service, the headroom and how a frame is sent to a session.
 package protocol OpsHost: AnyObject {
     associatedtype Services: OpsServices
     var index: Int { get }
-    var hub: Services { get }
+    var service: Services { get }
     var pre: Int { get }
     func send(_ s: Session, _ frame: [UInt8])
 }
@@ -122,7 +122,7 @@ package protocol OpsHost: AnyObject {
 package let fleetFrameMarker: [UInt8] = []
 
 package extension OpsHost {
-    var opsSlot: OpsSlot { hub.ops.slots[index] }
+    var opsSlot: OpsSlot { service.ops.slots[index] }
 
     /// `watch_all`: watches (once), then answers with the snapshot of every open ride.
     func watchAll(_ s: Session, id: String?) {
@@ -134,19 +134,19 @@ package extension OpsHost {
             // Counted before the snapshot: whatever commits after it is then published.
             w = OpsWatcher(session: s)
             slot.watchers[ObjectIdentifier(s)] = w
-            hub.ops.watching.add(1, ordering: .relaxed)
+            service.ops.watching.add(1, ordering: .relaxed)
         }
-        let at = hub.clock.now()
-        let (rides, counts, since) = hub.registry.view.withLock { v in
+        let at = service.clock.now()
+        let (rides, counts, since) = service.registry.view.withLock { v in
             let rows = v.live.map { l -> (ride: Ride, plan: FarePlan, watchers: Int) in
                 (l.ride, l.plan, l.subscriberCount.load(ordering: .relaxed))
             }
-            return (rows, RideCounts(v.live, ended: v.rides.count - v.live.count), hub.ops.lastNumber)
+            return (rows, RideCounts(v.live, ended: v.rides.count - v.live.count), service.ops.lastNumber)
         }
         w.since = since
         unqueueFrame(w)  // older than the snapshot
         let sorted = rides.sorted { ($0.ride.startedAt, $0.ride.id) < ($1.ride.startedAt, $1.ride.id) }
-        for f in OpsMessages.snapshot(id: id, seq: hub.ops.lastSeq.load(ordering: .relaxed), at: at, counts: counts, rides: sorted, prefix: pre) {
+        for f in OpsMessages.snapshot(id: id, seq: service.ops.lastSeq.load(ordering: .relaxed), at: at, counts: counts, rides: sorted, prefix: pre) {
             send(s, f)
         }
     }
@@ -160,7 +160,7 @@ package extension OpsHost {
     /// The session stops watching (unwatch_all, or it closed).
     func dropOpsWatcher(_ s: Session) {
         guard let w = opsSlot.watchers.removeValue(forKey: ObjectIdentifier(s)) else { return }
-        hub.ops.watching.subtract(1, ordering: .relaxed)
+        service.ops.watching.subtract(1, ordering: .relaxed)
         unqueueFrame(w)
     }
 
@@ -184,11 +184,11 @@ package extension OpsHost {
             guard item.number > w.since, s.closing == nil else { continue }
             // Asked on every delivery, not only when the token changes: one that expired since
             // the last sweep gets nothing more (the sweep then refuses it, 4401).
-            guard s.conn.mayWatchAll(wall, authOn: hub.authRequired) else { continue }
+            guard s.conn.mayWatchAll(wall, authOn: service.authRequired) else { continue }
             if item.isFrame {
                 if w.frameQueued {
                     unqueueFrame(w)
-                    hub.metrics.add(hub.metrics.ticksCoalesced)
+                    service.metrics.add(service.metrics.ticksCoalesced)
                 }
                 send(s, fleetFrameMarker)
                 w.frameQueued = s.closing == nil
