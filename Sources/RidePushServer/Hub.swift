@@ -9,7 +9,6 @@ import RideStore
 import RideWebhooks
 import Synchronization
 
-/// The server: shared state (registry, metrics, the ticker) and the service threads.
 /// The composition root: builds the service side (RideServer) and the store worker from what
 /// the executable hands it, then the lws contexts, the service threads and the listener, and
 /// owns their lifetime. Nothing else in the adapter reaches it.
@@ -264,6 +263,9 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         config.devicePush?.stop()
         trimmer.stop()
     }
+
+    /// SIGHUP: re-reads the key files on the caller's thread (RideServer.reloadKeys).
+    public func reloadKeys() { service.reloadKeys() }
 
     /// Drains and stops (docs/operations.md#rolling-restarts): /healthz says `draining` (503) at
     /// once, the listening socket stops listening (new connections are refused, so a load

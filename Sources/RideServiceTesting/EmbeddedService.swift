@@ -47,7 +47,7 @@ package final class EmbeddedService {
         }
     }
 
-    /// What the service threads hand the store worker (Hub.submit), queued for `run`.
+    /// What the service threads hand the store worker (RideServer.submit), queued for `run`.
     package func submit(_ job: StoreJob) { queue.submit([job]) }
 
     package func run() {

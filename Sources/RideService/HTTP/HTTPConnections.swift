@@ -15,7 +15,7 @@ package struct HTTPConnections<Handle: Hashable> {
 
     /// A request begins on `h`: nil if it may go on (its place taken now, or on an earlier
     /// request), else the 429 to answer before the connection is closed. `take` is the shared
-    /// per-address count (Hub.admit); a request that declares a body gets its deadline.
+    /// per-address count (RideServer.admit); a request that declares a body gets its deadline.
     package mutating func begin(_ h: Handle, peer: @autoclosure () -> String, take: (String) -> Bool, limit: Int,
                                 hasBody: Bool, now: Int64, timeoutSeconds: Int) -> HTTPAnswer? {
         if places[h] == nil {

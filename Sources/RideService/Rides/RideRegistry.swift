@@ -8,7 +8,7 @@ import Synchronization
 /// Every committed ride the process knows, shared by all service threads: what ticks, reads
 /// and `/healthz` see. Changes come only from the store worker after their commit; the lock
 /// (`view`) is held for memory work only — never across a store call — so a slow disk never
-/// stalls a tick or a lookup. Requests that change rides go to the store worker (Hub.submit), which holds the
+/// stalls a tick or a lookup. Requests that change rides go to the store worker (RideServer.submit), which holds the
 /// coordinator, which holds this registry: the registry holds neither, so nothing is a cycle.
 package final class RideRegistry: Sendable {
     package struct View {

@@ -1,12 +1,11 @@
-import RideService
 import RideAuth
 
-extension Hub {
+extension RideServer {
     /// SIGHUP: re-reads `--jwks-file` / `--jwt-public-key` on the caller's thread (the signal
     /// thread, never a service thread) and swaps the set in whole. A file that fails to load
     /// leaves the old keys in force. Open connections are untouched: a session keeps the claims
     /// it authenticated with, and the new keys judge the next token it sends.
-    public func reloadKeys() {
+    package func reloadKeys() {
         guard let verifier, config.jwksFile != nil || config.jwtPublicKeyFile != nil else {
             Log.info("SIGHUP: no --jwks-file or --jwt-public-key to reload")
             return
