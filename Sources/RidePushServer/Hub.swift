@@ -77,28 +77,18 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         listener = try Listener(host: config.host, port: config.port)
 
         // In dependency order, each piece handed what it uses: the feed, the registry, the
-        // rides from the store, the coordinator, the worker, the ticker; then the C structures lws keeps, then
-        // the service threads (which need all of it), and last the mailboxes they are reached by.
+        // rides from the store, the coordinator, the worker, RideServer, the ticker; then the C
+        // structures lws keeps, then the service threads (which need all of it), and last the
+        // mailboxes they are reached by.
         let threads = max(1, config.threads)
         let pre = Int(clws_pre())  // the socket layer's headroom, handed to the service's encoders
         let ops = OpsFeed(threads: threads, pre: pre), metrics = Metrics()
         let registry = RideRegistry(plans: config.plans, shards: threads, clock: clock, metrics: metrics, ops: ops, pre: pre,
                                     devicePush: config.devicePush)
-        var book = RideBook(plans: config.plans)
-        var cluster: ClusterCatchUp?
-        do {
-            // Before the open rides: whatever commits while they load is read again, never missed.
-            if let shared = store as? SharedJournal { cluster = ClusterCatchUp(cursor: try shared.startCursor()) }
-            let open = try store.openRides()
-            registry.publishing { v in
-                for stored in open {
-                    book.learn(RideBook.Entry(ride: stored.ride, seq: stored.seq))
-                    _ = registry.add(stored.ride, &v)
-                }
-            }
-        } catch {
+        let (book, cluster): (RideBook, ClusterCatchUp?)
+        do throws(ServerError) { (book, cluster) = try StartupLoad.load(store, plans: config.plans, into: registry) } catch {
             close(listener.fd)
-            throw ServerError("cannot load rides: \(error.message)")
+            throw error
         }
         let mailboxes = self.mailboxes
         if !config.webhooks.isEmpty, outbox == nil {
@@ -128,27 +118,6 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
                            clock: clock)
         var parts = RideServer.Parts(geoCounters: desk.counters)
         parts.webhookSender = sender
-        if !(store is SharedJournal) {
-            // Open rides' distances for their ticks and reads from the start (one local read
-            // each; on a shared store they come with each ride's next position instead).
-            do throws(StoreError) {
-                var traces: [TraceCheckpoint] = []
-                for rid in registry.view.withLock({ v in v.live.map(\.id) }) {
-                    if let t = try store.trace(rid) { traces.append(t) }
-                }
-                registry.publishing { v in
-                    for t in traces {
-                        guard let live = v.rides[t.ride] else { continue }
-                        let lt = LiveTrace()
-                        lt.update(metres: t.metres, position: t.last)
-                        live.trace = lt
-                    }
-                }
-            } catch {
-                close(listener.fd)
-                throw ServerError("cannot load ride traces: \(error.message)")
-            }
-        }
         let coordinator = StoreCoordinator(book: book, registry: registry, clock: clock, metrics: metrics, cluster: cluster,
                                            recentReplies: (store as? StoreTraits)?.keepsRecentReplies == true ? 0 : RecentReplies.defaultCapacity,
                                            maxOpenRides: config.maxOpenRidesPerRider, webhooks: config.webhookRoster,
