@@ -35,26 +35,12 @@ func step(_ id: String, _ seq: Int64, _ t: RideTransition, to targets: [String] 
 /// memory (a `MemoryOutbox` the store hands events to), an SQLite file (its own connection)
 /// and PostgreSQL (its own connection, with leases).
 final class OutboxStoreTests: StoreDirectoryTestCase {
-    enum Kind: String { case memory, sqlite, postgres }
+    typealias Kind = OutboxStoreKind
     /// The PostgreSQL outbox's clock (lease and due instants).
     let pgClock = ManualClock(t0)
 
-    /// Runs `body` with a fresh store of each kind and an outbox reading it.
     func forEachStore(_ body: (Kind, any RideStore, any WebhookOutbox) throws -> Void) throws {
-        let memoryOutbox = MemoryOutbox()
-        try body(.memory, MemoryStore(outbox: memoryOutbox), memoryOutbox)
-        let sqlite = try SQLiteStore(path: path)
-        let sqliteOutbox = try SQLiteOutbox(path: path)
-        try body(.sqlite, sqlite, sqliteOutbox)
-        sqliteOutbox.close()
-        sqlite.close()
-        let pg = try TestPostgres.shared()
-        let settings = pg.settings(database: try pg.createDatabase())
-        let store = try PostgresStore(settings)
-        let outbox = PostgresOutbox(settings, clock: pgClock)
-        try body(.postgres, store, outbox)
-        outbox.close()
-        store.close()
+        try forEachOutboxStore(pgClock: pgClock, body)
     }
 
     func testAKeptWriteLeavesExactlyItsRowsAndARefusedOneNone() throws {

@@ -13,25 +13,12 @@ let day: Int64 = 86_400_000
 /// each with a reply, a trace checkpoint and webhook rows; a purge at 90 days takes the 100-
 /// and 400-day rides with what is theirs, and nothing else.
 final class RetentionStoreTests: StoreDirectoryTestCase {
-    enum Kind: String { case memory, sqlite, postgres }
+    typealias Kind = OutboxStoreKind
     /// The PostgreSQL outbox's clock: rows are due (claimable) at `t0`.
     let pgClock = ManualClock(t0)
 
     func forEachStore(_ body: (Kind, any RideStore, any WebhookOutbox) throws -> Void) throws {
-        let memoryOutbox = MemoryOutbox()
-        try body(.memory, MemoryStore(outbox: memoryOutbox), memoryOutbox)
-        let sqlite = try SQLiteStore(path: path)
-        let sqliteOutbox = try SQLiteOutbox(path: path)
-        try body(.sqlite, sqlite, sqliteOutbox)
-        sqliteOutbox.close()
-        sqlite.close()
-        let pg = try TestPostgres.shared()
-        let settings = pg.settings(database: try pg.createDatabase())
-        let store = try PostgresStore(settings)
-        let outbox = PostgresOutbox(settings, clock: pgClock)
-        try body(.postgres, store, outbox)
-        outbox.close()
-        store.close()
+        try forEachOutboxStore(pgClock: pgClock, body)
     }
 
     /// The reply recorded with a ride's transition at `at`, keyed by the ride's id.
