@@ -45,6 +45,10 @@ def token_for(ride):
     return hashlib.sha256(ride.encode()).hexdigest()   # 32 bytes of hex, as APNs tokens are
 
 
+def log(msg):
+    print(time.strftime("%H:%M:%S ") + msg, file=sys.stderr, flush=True)
+
+
 def pct(xs, q):
     if not xs:
         return None
@@ -119,7 +123,7 @@ class Fleet:
         self.replies = {}            # id -> (time the reply arrived, the reply)
         self.sent = {}               # id -> time sent
         self.errors = []
-        self.ready = 0
+        self.ready = self.started = 0
         self.go = asyncio.Event()
         self.t0 = None               # time.time() at the window's start
 
@@ -145,12 +149,13 @@ class Fleet:
             for rid in burst:
                 await ws.send(json.dumps({"type": "start", "id": "s" + rid, "ride": rid}))
             await self.wait_replies(["s" + r for r in burst], 120)
+        self.started += 1
         for at in range(0, len(mine), BURST):
             burst = mine[at:at + BURST]
             for rid in burst:
                 await ws.send(json.dumps({"type": "register_push", "id": "g" + rid, "platform": "apns",
                                           "kind": "liveactivity", "ride": rid, "token": token_for(rid)}))
-            await self.wait_replies(["g" + r for r in burst], 120)
+            await self.wait_replies(["g" + r for r in burst], 300)
         bad = [self.replies[i][1] for i in ["s" + r for r in mine] + ["g" + r for r in mine]
                if self.replies[i][1]["type"] not in ("state", "push_registered")]
         if bad:
@@ -159,7 +164,9 @@ class Fleet:
     async def lane(self, k):
         import websockets
         mine = self.ids[k::self.conns]
-        async with websockets.connect(self.url, max_size=None, max_queue=None) as ws:
+        # No client pings: a server too busy to answer one for 20 s is measured (the setup's
+        # replies, the watched ticks), not hung up on.
+        async with websockets.connect(self.url, max_size=None, max_queue=None, ping_interval=None) as ws:
             reader = asyncio.create_task(self.read(ws))
             await self.setup(ws, mine)
             self.ready += 1
@@ -229,18 +236,24 @@ async def run(a):
         fleet = Fleet(url, a.rides, a.conns, a.window, a.period)
         lanes = asyncio.gather(*(fleet.lane(k) for k in range(a.conns)))
         t_setup = time.monotonic()
+        said = False
         while fleet.ready < a.conns:
+            if fleet.started == a.conns and not said:
+                said = True
+                log("%d rides started in %.1f s" % (a.rides, time.monotonic() - t_setup))
             if lanes.done():
                 await lanes           # raises what failed
             if time.monotonic() - t_setup > 60 + a.rides / 20:
                 raise RuntimeError("setup not done in time: %d of %d lanes" % (fleet.ready, a.conns))
             await asyncio.sleep(0.2)
         setup_s = time.monotonic() - t_setup
+        log("%d rides started and registered in %.1f s" % (a.rides, setup_s))
         # Every registration is pushed at once: wait for the R of them (bounded) before measuring.
         deadline = time.monotonic() + 60 + a.rides / 50
         while standins.count() < a.rides and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
         registered_pushes = standins.count()
+        log("%d registration pushes at the stand-in %.1f s later" % (registered_pushes, time.monotonic() - t_setup - setup_s))
         watched = [fleet.ids[i * len(fleet.ids) // a.watched] for i in range(a.watched)] if a.watched else []
         ticks, stopping = [], asyncio.Event()
         watcher = asyncio.create_task(watch(url, watched, ticks, stopping)) if watched else None
@@ -254,6 +267,7 @@ async def run(a):
         m0, c0, s0, l0, w0 = metrics(port), cpu_seconds(proc.pid), cpu_seconds(standins.proc.pid), cpu_seconds(os.getpid()), time.monotonic()
         fleet.t0 = time.time()
         fleet.go.set()
+        log("window: %d s of pauses and resumes" % a.window)
         await asyncio.sleep(a.window)
         m1, c1, s1, l1, w1 = metrics(port), cpu_seconds(proc.pid), cpu_seconds(standins.proc.pid), cpu_seconds(os.getpid()), time.monotonic()
         t1 = time.time()
