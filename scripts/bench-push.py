@@ -58,10 +58,22 @@ def pct(xs, q):
 
 # ---- the stand-ins' process ---------------------------------------------------------------------
 
-def standin_main(directory):
+def standin_main(directory, streams):
     """Runs the stand-ins; a line on stdin is a command: `count`, `dump PATH`, `stop`."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import h2.settings
     import pushstandins as P
+    # h2 advertises 100 concurrent streams; api.push.apple.com allows more on one connection, and
+    # a sender with a backlog opens another connection per 100 (each a thread and two descriptors
+    # in the stand-in: past 1,024 its select() fails).
+    init = P._H2Conn.__init__
+
+    def more_streams(self, *args):
+        init(self, *args)
+        self.conn.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: streams,
+            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: self.conn.DEFAULT_MAX_HEADER_LIST_SIZE})
+    P._H2Conn.__init__ = more_streams
     with P.PushStandIns(directory) as s:
         print(json.dumps({"args": s.server_args()}), flush=True)
         for line in sys.stdin:
@@ -81,8 +93,9 @@ def standin_main(directory):
 
 
 class StandIns:
-    def __init__(self, directory):
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--standin", directory],
+    def __init__(self, directory, streams):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--standin", directory,
+                                      "--standin-streams", str(streams)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line:
@@ -226,7 +239,7 @@ async def run(a):
                            stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout.strip()
     for k in ("NO_PROXY", "no_proxy"):   # a proxy in the environment must not catch the stand-ins
         os.environ[k] = ",".join(x for x in (os.environ.get(k), "127.0.0.1", "localhost") if x)
-    standins = StandIns(os.path.join(d, "push"))
+    standins = StandIns(os.path.join(d, "push"), a.standin_streams)
     proc = None
     try:
         proc, port = start_serve([a.bin, "serve", "--host", "127.0.0.1", "--port", "0", "--store", os.path.join(d, "bench.db"),
@@ -333,7 +346,7 @@ async def run(a):
         "cpu_us_per_push": round(cpu / pushes_per_s * 1e6, 1) if pushes_per_s else None,
         "cpu_us_per_push_net": round((cpu - quiet_cpu) / extra * 1e6, 1) if extra > 0 else None,
         "http2_connections": len(conns), "requests_per_connection": round(len(in_window) / len(conns), 1) if conns else None,
-        "http_versions": sorted({r["http"] for r in records}),
+        "http_versions": sorted({r["http"] for r in records}), "standin_streams": a.standin_streams,
         "commit_to_receipt_ms": [pct(from_reply, 0.5), pct(from_reply, 0.99), pct(from_reply, 1.0)],
         "at_to_receipt_ms": [pct(from_at, 0.5), pct(from_at, 0.99), pct(from_at, 1.0)],
         "lost": lost, "duplicated": dup, "refused": refused, "client_errors": len(fleet.errors),
@@ -360,10 +373,12 @@ def main():
     ap.add_argument("--watched", type=int, default=5, help="rides a subscriber watches for tick lateness")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release", "ridepush"))
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table row")
+    ap.add_argument("--standin-streams", type=int, default=1000,
+                    help="concurrent streams the APNs stand-in allows on one HTTP/2 connection (h2's default: 100)")
     ap.add_argument("--standin", metavar="DIR", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.standin:
-        return standin_main(a.standin)
+        return standin_main(a.standin, a.standin_streams)
     out = asyncio.run(run(a))
     if a.json:
         print(json.dumps(out))
