@@ -25,43 +25,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import websockets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from benchlib import cpu_seconds, load, rss_kib, start_serve, stop  # noqa: E402
+from benchlib import buckets, counter, cpu_seconds, load, metrics, quantile, rss_kib, start_serve, stop  # noqa: E402
 
 PARIS = os.path.join(ROOT, "tests", "fixtures", "gbfs", "geofencing_zones.v3.0.json")
-
-
-def metrics(port):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
-        return r.read().decode()
-
-
-def counter(text, name):
-    m = re.search(r"^%s (\d+(?:\.\d+)?)$" % re.escape(name), text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
-def buckets(text, name):
-    return [(float("inf") if le == "+Inf" else float(le), float(n))
-            for le, n in re.findall(r'^%s_bucket\{le="([^"]+)"\} (\d+)$' % re.escape(name), text, re.M)]
-
-
-def quantile(before, after, q):
-    """The q-quantile (upper bucket bound, ms) of the observations between two scrapes."""
-    delta = [(le, a - b) for (le, a), (_, b) in zip(after, before)]
-    total = delta[-1][1] if delta else 0
-    if total <= 0:
-        return None
-    for le, n in delta:
-        if n >= q * total:
-            return le * 1000
-    return None
 
 
 def paris_box():

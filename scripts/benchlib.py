@@ -1,11 +1,13 @@
-"""What the bench scripts share: a process's CPU and memory from /proc, the load average, and a
-`ridepush serve` started on a free port and read back from its 'serving' line."""
+"""What the bench scripts share: a process's CPU and memory from /proc, the load average, a
+`ridepush serve` started on a free port and read back from its 'serving' line, and /metrics'
+counters and histograms."""
 import os
 import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.request
 
 SERVING = re.compile(r"serving (https?)://127.0.0.1:(\d+)/")
 
@@ -61,3 +63,30 @@ def stop(proc, timeout=30):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def metrics(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        return r.read().decode()
+
+
+def counter(text, name):
+    m = re.search(r"^%s (\d+(?:\.\d+)?)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def buckets(text, name):
+    return [(float("inf") if le == "+Inf" else float(le), float(n))
+            for le, n in re.findall(r'^%s_bucket\{le="([^"]+)"\} (\d+)$' % re.escape(name), text, re.M)]
+
+
+def quantile(before, after, q):
+    """The q-quantile (upper bucket bound, ms) of the observations between two scrapes."""
+    delta = [(le, a - b) for (le, a), (_, b) in zip(after, before)]
+    total = delta[-1][1] if delta else 0
+    if total <= 0:
+        return None
+    for le, n in delta:
+        if n >= q * total:
+            return le * 1000
+    return None

@@ -151,3 +151,28 @@ def test_ops_console_script_measures_the_console_on_a_few_rides():
     assert out["fleet_frames"] >= 1 and out["fleet_bytes"] > 200 * 20 and out["feed_cost"]["n"] >= 1, out
     assert out["heap_mb"]["used"] > 0 and os.path.getsize(out["screenshot"]) > 10000, out
     assert out["errors"] == [], out["errors"]
+
+
+def test_push_bench_reports_what_it_measured():
+    """scripts/bench-push.py (issue 38) on 20 rides for 10 s, each pausing and resuming every 4 s:
+    SQLite, JWT, the APNs stand-in over TLS with the private CA. Every ride's registration was
+    pushed, every acknowledged transition reached the stand-in exactly once on one reused HTTP/2
+    connection, and the figures it reports are present."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-push.py"), "--rides", "20", "--window", "10",
+                        "--period", "4", "--quiet", "2", "--conns", "2", "--watched", "2", "--bin", BIN, "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["rides"] == 20 and out["registration_pushes"] >= 20, out
+    # 20 rides, each pausing every 4 s and resuming 2 s later, for 10 s: 4 transitions a ride,
+    # 5 for the half whose offset in the period is under 2 s.
+    assert out["transitions_sent"] == 90 and out["transitions_acknowledged"] == out["transitions_sent"], out
+    assert out["lost"] == 0 and out["duplicated"] == 0 and out["client_errors"] == 0, out
+    assert out["priority10_in_window"] >= out["transitions_sent"] - 10 and out["not_200_in_window"] == 0, out
+    assert out["http_versions"] == ["2"] and out["http2_connections"] == 1, out
+    assert out["requests_per_connection"] == out["pushes_in_window"], out
+    assert out["cpu_us_per_push"] > 0 and out["server_cpu_ms_per_s"] > 0, out
+    p50, p99, worst = out["commit_to_receipt_ms"]
+    assert 0 <= p50 <= p99 <= worst < 10000, out
+    assert out["watched_ticks"] >= 2 * 8 and None not in out["tick_lateness_watched_ms"], out
+    assert None not in out["tick_lateness_server_ms"] and out["standin_cpu_ms_per_s"] >= 0, out
