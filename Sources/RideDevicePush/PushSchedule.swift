@@ -63,8 +63,20 @@ public struct PushSchedule {
     public let settings: Settings
     private let clock: any RideClock
     private var slots: [PushTarget: Slot] = [:]
+    /// Ride → its targets, so a ride's change touches only them.
+    private var byRide: [String: Set<PushTarget>] = [:]
+    /// Targets with a push waiting and none in flight, by when it may go.
+    private var ready = DueQueue<PushTarget>()
     /// Ride → when its fare next changes (riding rides with a target only).
-    private var fareWakes: [String: UnixMillis] = [:]
+    private var fareWakes = DueQueue<String>()
+
+    /// Work done since start, for tests: targets a poll looked at, and targets a change
+    /// queued for or skipped (each is O(log n); none scans all targets).
+    public private(set) var counters = Counters()
+    public struct Counters: Sendable, Equatable {
+        public var polled = 0
+        public var changedTouched = 0
+    }
 
     public init(clock: any RideClock, settings: Settings = Settings()) {
         self.clock = clock
@@ -79,20 +91,23 @@ public struct PushSchedule {
     /// A liveactivity or notification target registered for `content`'s ride: it gets the
     /// ride as it is now.
     public mutating func register(_ target: PushTarget, _ content: RideActivityContent) {
-        if slots[target] == nil { slots[target] = Slot() }
+        add(target)
         enqueue(target, push(content, reason: .registered))
         noteFare(content)
     }
 
     public mutating func unregister(_ target: PushTarget) {
-        slots[target] = nil
-        if let ride = target.ride, !slots.keys.contains(where: { $0.ride == ride }) { fareWakes[ride] = nil }
+        drop(target)
+        if let ride = target.ride, byRide[ride] == nil { fareWakes.remove(ride) }
     }
 
     /// The ride changed (or its fare did, or a warning is due): one push to each of its targets.
     public mutating func changed(_ content: RideActivityContent, reason: Reason) {
         let push = push(content, reason: reason)
-        for t in slots.keys where t.ride == content.ride && t.kind != .pushToStart { enqueue(t, push) }
+        for t in byRide[content.ride] ?? [] where t.kind != .pushToStart {
+            counters.changedTouched += 1
+            enqueue(t, push)
+        }
         noteFare(content)
     }
 
@@ -100,7 +115,7 @@ public struct PushSchedule {
     /// activity is created on the device with these attributes.
     public mutating func start(_ target: PushTarget, _ content: RideActivityContent, attributes: DevicePush.StartAttributes,
                                alert: DevicePush.Alert) {
-        if slots[target] == nil { slots[target] = Slot() }
+        add(target)
         var p = push(content, reason: .transition)
         p.event = .start
         p.attributes = attributes
@@ -115,16 +130,14 @@ public struct PushSchedule {
     public mutating func poll() -> [Action] {
         let now = clock.now()
         var out: [Action] = []
-        for ride in fareWakes.keys.sorted() where fareWakes[ride]! <= now {
-            fareWakes[ride] = nil
-            out.append(.refresh(ride: ride))
-        }
-        for t in slots.keys.sorted(by: Self.order) {
-            guard var s = slots[t], let p = s.waiting, s.inFlight == nil, now >= due(s, p) else { continue }
+        for ride in fareWakes.popDue(now).sorted() { out.append(.refresh(ride: ride)) }
+        for t in ready.popDue(now).sorted(by: Self.order) {
+            counters.polled += 1
+            guard var s = slots[t], let p = s.waiting, s.inFlight == nil else { continue }
             s.waiting = nil
             s.inFlight = p
             if p.priority == .opportunistic { s.lastOpportunistic = now }
-            slots[t] = s
+            store(t, s)
             out.append(.send(t, p))
         }
         return out
@@ -139,12 +152,10 @@ public struct PushSchedule {
 
     /// When `poll` next has something to do, if anything is waiting.
     public func nextWake() -> UnixMillis? {
-        var wake = fareWakes.values.min()
-        for s in slots.values {
-            guard let p = s.waiting, s.inFlight == nil else { continue }
-            wake = min(wake ?? .max, due(s, p))
+        switch (fareWakes.earliest, ready.earliest) {
+        case let (a?, b?): min(a, b)
+        case let (a, b): a ?? b
         }
-        return wake
     }
 
     /// The answer to the push in flight to `target`.
@@ -157,11 +168,11 @@ public struct PushSchedule {
             s.attempts = 0
             s.renewals = 0
             if sent.event == .end {
-                slots[target] = nil
+                drop(target)
                 return [.forget(target, reason: "ended")]
             }
         case .dropTarget(let reason):
-            slots[target] = nil
+            drop(target)
             return [.forget(target, reason: reason)]
         case .renewCredentials:
             // Renewed credentials deserve one immediate try; after that it is not staleness.
@@ -178,11 +189,11 @@ public struct PushSchedule {
         case .failed(let reason):
             s.attempts = 0
             if sent.event == .end {
-                slots[target] = nil
+                drop(target)
                 return [.forget(target, reason: reason)]
             }
         }
-        slots[target] = s
+        store(target, s)
         return []
     }
 
@@ -205,7 +216,29 @@ public struct PushSchedule {
         s.newest = max(s.newest, p.content.at)
         if p.event == .end { s.ended = true }
         s.waiting = merge(older: s.waiting, newer: p)
+        store(t, s)
+    }
+
+    private mutating func add(_ t: PushTarget) {
+        guard slots[t] == nil else { return }
+        slots[t] = Slot()
+        if let ride = t.ride { byRide[ride, default: []].insert(t) }
+    }
+
+    /// Writes a target's slot back and keeps the due queue in step with it: every change to
+    /// a slot goes through here or `drop`.
+    private mutating func store(_ t: PushTarget, _ s: Slot) {
         slots[t] = s
+        if let p = s.waiting, s.inFlight == nil { ready.set(t, at: due(s, p)) } else { ready.remove(t) }
+    }
+
+    private mutating func drop(_ t: PushTarget) {
+        guard slots.removeValue(forKey: t) != nil else { return }
+        ready.remove(t)
+        if let ride = t.ride {
+            byRide[ride]?.remove(t)
+            if byRide[ride]?.isEmpty == true { byRide[ride] = nil }
+        }
     }
 
     /// The push to keep of two for one target: the newer content, with the more urgent
@@ -230,8 +263,8 @@ public struct PushSchedule {
     }
 
     private mutating func noteFare(_ c: RideActivityContent) {
-        let watched = slots.keys.contains { $0.ride == c.ride && $0.kind != .pushToStart }
-        fareWakes[c.ride] = c.state == .riding && watched ? c.fareNextAt : nil
+        let watched = byRide[c.ride]?.contains { $0.kind != .pushToStart } ?? false
+        if c.state == .riding, watched, let next = c.fareNextAt { fareWakes.set(c.ride, at: next) } else { fareWakes.remove(c.ride) }
     }
 
     private static func order(_ a: PushTarget, _ b: PushTarget) -> Bool {

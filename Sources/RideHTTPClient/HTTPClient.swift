@@ -25,11 +25,12 @@ public final class HTTPClient: Sendable {
     }
 
     /// `caFile`: a readable PEM file with at least one certificate, checked now so a wrong path
-    /// is a start-up error rather than every request's.
-    public init(caFile: String?) throws(SetupError) {
+    /// is a start-up error rather than every request's. `maxHostConnections` (0: no cap) bounds
+    /// the connections to one host; requests beyond them wait for a stream on those.
+    public init(caFile: String?, maxHostConnections: Int = 0) throws(SetupError) {
         if let caFile { try Self.check(caFile: caFile) }
         self.caFile = caFile
-        loop = TransferLoop(caFile: caFile)
+        loop = TransferLoop(caFile: caFile, maxHostConnections: maxHostConnections)
     }
 
     /// What `init(caFile:)` checks, for a command line to refuse a wrong path before starting.

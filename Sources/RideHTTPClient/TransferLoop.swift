@@ -15,13 +15,21 @@ final class TransferLoop: @unchecked Sendable {  // `queued`, `stopping` only un
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private let finished = DispatchSemaphore(value: 0)
 
-    init(caFile: String?) {
+    init(caFile: String?, maxHostConnections: Int = 0) {
         HTTPClient.globalInit()
         guard let multi = curl_multi_init() else { fatalError("libcurl: curl_multi_init failed (out of memory)") }
         self.multi = multi
         self.caFile = caFile
         // Many requests to one HTTP/2 server share its connection as streams.
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        // At most a few connections per host when asked (the push sender's APNs and FCM, which
+        // speak HTTP/2; webhooks to HTTP/1.1 receivers need one per request): without a cap libcurl opens another
+        // connection whenever one's streams are all busy or it is not yet known to speak
+        // HTTP/2, so a fare step of thousands of rides opened hundreds of them. Beyond the cap
+        // transfers wait in libcurl's queue for a stream (their CURLOPT_TIMEOUT_MS counts the
+        // wait, so a request's deadline still bounds it); CURLOPT_PIPEWAIT on each transfer
+        // makes it wait for the first connection to say it can multiplex.
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxHostConnections)
         let thread = Thread { [self] in run() }
         thread.name = "http-client"
         thread.start()

@@ -68,15 +68,40 @@ public final class PushSender: DevicePushOutlet {
     private let onAttempt: @Sendable (Attempt) -> Void
     private let providerTokens: ProviderTokenCache?
     private let accessTokens: FCMAccessTokenCache
-    /// Sleeps and wakes the loop only; what it guards is `state`. Producers append under both
-    /// (wake, then state) and broadcast, and the loop checks for work under both before it
+    /// Sleeps and wakes the loop only; what it guards is `inbox`. Producers append under both
+    /// (wake, then inbox) and broadcast, and the loop checks for work under both before it
     /// waits, so no hand-off is missed between the check and the wait.
     private let wake = NSCondition()
+    /// What service threads and the HTTP client's thread hand the loop, under a lock of its
+    /// own held only to append or to take everything: none of them waits while the loop works
+    /// on the schedule under `state` (at 10,000 activities a pass is not instant).
+    private let inbox = Locked(Inbox())
     private let state: Locked<LoopState>
+    /// What `/metrics` shows, copied here by the loop after each pass.
+    private let counts = Locked(Counts())
     private let thread = Locked<Thread?>(nil)
     private let finished = DispatchSemaphore(value: 0)
 
-    /// Everything the loop and its producers share, only inside `state.withLock`.
+    /// Handed to the loop, only inside `inbox.withLock`; the loop takes it all at once.
+    private struct Inbox {
+        var registrations: [(PushTarget, RideActivityContent)] = []
+        var warnings: [(RideActivityContent, DevicePush.Alert)] = []
+        var zones: [RideActivityContent] = []
+        var results: [(PushTarget, PushVerdict, credential: String?, label: String)] = []
+        var stopping = false
+        var poked = false
+
+        var hasWork: Bool {
+            poked || stopping || !results.isEmpty || !registrations.isEmpty || !warnings.isEmpty || !zones.isEmpty
+        }
+    }
+
+    private struct Counts {
+        var sent: [String: [String: Int]] = [:]
+        var stats = (pending: 0, targets: 0)
+    }
+
+    /// The loop's own state, only inside `state.withLock` (the loop, and `attach` once).
     private struct LoopState {
         var schedule: PushSchedule
         var ledger = IntentLedger()
@@ -84,22 +109,12 @@ public final class PushSender: DevicePushOutlet {
         var known: [PushTarget: StoredPushTarget] = [:]
         /// Intents read but whose targets could not be read yet (the store failed): tried again.
         var unloaded: [OutboxRow] = []
-        var registrations: [(PushTarget, RideActivityContent)] = []
-        var warnings: [(RideActivityContent, DevicePush.Alert)] = []
-        var zones: [RideActivityContent] = []
         /// Fare steps read from the registry, to hand to the schedule.
         var steps: [RideActivityContent] = []
         var contentOf: (@Sendable (String) -> RideActivityContent?)?
-        var results: [(PushTarget, PushVerdict, credential: String?, label: String)] = []
         var sent: [String: [String: Int]] = [:]
         var stats = (pending: 0, targets: 0)
-        var stopping = false
-        var poked = false
         var lastRead: UnixMillis?
-
-        var hasWork: Bool {
-            poked || stopping || !results.isEmpty || !registrations.isEmpty || !warnings.isEmpty || !zones.isEmpty || !steps.isEmpty
-        }
     }
 
     public init(settings: Settings, outbox: PushIntentOutbox, clock: RideClock = SystemClock(),
@@ -147,9 +162,9 @@ public final class PushSender: DevicePushOutlet {
     }
 
     /// Gives the loop something (from any thread; returns at once) and wakes it.
-    private func hand(_ change: (inout LoopState) -> Void) {
+    private func hand(_ change: (inout Inbox) -> Void) {
         wake.lock()
-        state.withLock { change(&$0) }
+        inbox.withLock { change(&$0) }
         wake.broadcast()
         wake.unlock()
     }
@@ -158,7 +173,7 @@ public final class PushSender: DevicePushOutlet {
     public static let resultLabels = ["delivered", "dropped", "retried", "renewed", "failed"]
 
     public func prometheusText() -> String {
-        let (counts, s) = state.withLock { ($0.sent, $0.stats) }
+        let (counts, s) = self.counts.withLock { ($0.sent, $0.stats) }
         var out = "# HELP ridepush_push_sent_total Pushes to APNs and FCM answered since start, by platform and result.\n"
         out += "# TYPE ridepush_push_sent_total counter\n"
         for platform in ["apns", "fcm"] {
@@ -195,16 +210,18 @@ public final class PushSender: DevicePushOutlet {
         defer { finished.signal() }
         while true {
             let now = clock.now()
+            let got = inbox.withLock { box -> Inbox in
+                defer { box = Inbox(stopping: box.stopping) }
+                return box
+            }
+            if got.stopping { return }
             // Read the outbox when poked (a commit), and at least every poll interval (other nodes).
-            let (stop, read, retry) = state.withLock { st -> (Bool, Bool, [OutboxRow]) in
-                guard !st.stopping else { return (true, false, []) }
-                guard st.poked || st.lastRead.map({ now - $0 >= settings.pollInterval }) ?? true else { return (false, false, []) }
-                st.poked = false
+            let (read, retry) = state.withLock { st -> (Bool, [OutboxRow]) in
+                guard got.poked || st.lastRead.map({ now - $0 >= settings.pollInterval }) ?? true else { return (false, []) }
                 st.lastRead = now
                 defer { st.unloaded = [] }
-                return (false, true, st.unloaded)
+                return (true, st.unloaded)
             }
-            if stop { return }
             if read {
                 let (loaded, failed, skipped, lost) = self.read(retry)
                 let latest = outbox.pushStats()
@@ -216,7 +233,10 @@ public final class PushSender: DevicePushOutlet {
                 }
                 for seq in done { outbox.delivered(seq: seq) }
             }
-            let work = state.withLock { st in Self.pass(&st, providerTokens: providerTokens, accessTokens: accessTokens, now: now) }
+            let (work, latest) = state.withLock { st in
+                (Self.pass(&st, got, providerTokens: providerTokens, accessTokens: accessTokens, now: now), Counts(sent: st.sent, stats: st.stats))
+            }
+            counts.withLock { $0 = latest }
             if !work.isEmpty {
                 for seq in work.done { outbox.delivered(seq: seq) }
                 // An ended activity's or a dead token's row goes; an ended ride's push-to-start
@@ -229,8 +249,8 @@ public final class PushSender: DevicePushOutlet {
                 continue
             }
             wake.lock()
-            let until = state.withLock { st -> UnixMillis? in
-                guard !st.hasWork else { return nil }
+            let until = inbox.withLock({ $0.hasWork }) ? nil : state.withLock { st -> UnixMillis? in
+                guard st.steps.isEmpty else { return nil }
                 let nextRead = (st.lastRead ?? now) + settings.pollInterval
                 return min(st.schedule.nextWake() ?? nextRead, nextRead)
             }
@@ -241,26 +261,23 @@ public final class PushSender: DevicePushOutlet {
 
     /// One pass over what was handed in and answered, under the lock: the schedule told, the
     /// ledger settled, and what to do outside the lock.
-    private static func pass(_ st: inout LoopState, providerTokens: ProviderTokenCache?, accessTokens: FCMAccessTokenCache,
+    private static func pass(_ st: inout LoopState, _ got: Inbox, providerTokens: ProviderTokenCache?, accessTokens: FCMAccessTokenCache,
                              now: UnixMillis) -> Work {
         var w = Work()
-        for (t, content) in st.registrations {
+        for (t, content) in got.registrations {
             if st.known[t] == nil {
                 st.known[t] = StoredPushTarget(platform: t.platform.rawValue, kind: t.kind.rawValue, ride: t.ride, rider: "",
                                                token: t.token, at: now)
             }
             st.schedule.register(t, content)
         }
-        st.registrations.removeAll()
         // To the targets known here: after a restart, those read with the ride's next intent.
-        for (content, alert) in st.warnings { st.schedule.changed(content, reason: .limitWarning(alert)) }
-        st.warnings.removeAll()
-        for content in st.zones { st.schedule.changed(content, reason: .zone) }
-        st.zones.removeAll()
+        for (content, alert) in got.warnings { st.schedule.changed(content, reason: .limitWarning(alert)) }
+        for content in got.zones { st.schedule.changed(content, reason: .zone) }
         // Only while riding: a pause or an end since the step came with its own intent.
         for content in st.steps where content.state == .riding { st.schedule.changed(content, reason: .fareStep) }
         st.steps.removeAll()
-        for (t, verdict, credential, label) in st.results {
+        for (t, verdict, credential, label) in got.results {
             if verdict == .renewCredentials, let credential {
                 if t.platform == .apns { _ = providerTokens?.renew(replacing: credential) } else { accessTokens.invalidate(credential) }
             }
@@ -271,7 +288,6 @@ public final class PushSender: DevicePushOutlet {
                 if let stored = st.known.removeValue(forKey: f) { w.gone.append(stored) }
             }
         }
-        st.results.removeAll()
         for action in st.schedule.poll() {
             switch action {
             case .send(let t, let p):

@@ -21,7 +21,9 @@ func devicePushSender(_ o: ParsedOptions, store: RideStore, config c: ServerConf
         throw ServerError("\(apnsFlags.filter { o.string($0) == nil }.joined(separator: ", ")) missing: APNs needs \(apnsFlags.joined(separator: ", ")) together")
     }
     let client: HTTPClient
-    do { client = try HTTPClient(caFile: c.outboundCAFile) } catch { throw ServerError("--outbound-ca-file: \(error.message)") }
+    // APNs and FCM speak HTTP/2: a few connections each, every push a stream on one of them
+    // (Apple asks providers to reuse connections rather than open one per burst).
+    do { client = try HTTPClient(caFile: c.outboundCAFile, maxHostConnections: 4) } catch { throw ServerError("--outbound-ca-file: \(error.message)") }
     var settings = PushSender.Settings(client: client)
     settings.schedule.dismissAfter = Int64(o.int("--live-activity-dismiss-after")!) * 1000
     if let file = o.string("--apns-key-file") {
