@@ -36,8 +36,15 @@ def test_ride_map_from_the_servers_ticks_refused_then_accepted_end(browsers, tmp
         B.wait_state(drv, "riding")
         ride = B.text(drv, "ride-id")
         assert ride
-        # One position per tick, so the page sees each as the tick's position.
+        # One position per tick, so the page sees each as the tick's position. The server times
+        # a fix by when it arrived (the track's clock is in the past), so two fixes 70 m apart
+        # must arrive more than 0.25 s apart to stay under 1,000 km/h: when the map shows a point
+        # just after a tick, the next report waits out the rest of 0.4 s (it was dropped as too
+        # fast and the map never showed it: failed once in make test).
+        sent = 0.0
         for i, (lat, lon) in enumerate(TRACK):
+            time.sleep(max(0.0, sent + 0.4 - time.monotonic()))
+            sent = time.monotonic()
             report(device, ride, i, lat, lon)
             B.wait(drv, lambda d: B.attr(d, "ride-map-svg", "data-points") == str(i + 1), 5,
                    "the map never showed point %d" % (i + 1))
