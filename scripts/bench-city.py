@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import websockets  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import cpu_seconds, load, rss_kib, start_serve, stop  # noqa: E402
+from benchlib import cpu_seconds, jwt_secret, load, ops_token, rss_kib, start_serve, stop  # noqa: E402
 
 
 
@@ -179,12 +179,8 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("RIDEPUSH_BIN", ".build/release/ridepush"))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ridepush-city-")
-    secret = os.path.join(tmp, "secret")
-    with open(secret, "w") as f:
-        f.write(os.urandom(32).hex())
-    os.chmod(secret, 0o600)
-    token = subprocess.run([args.bin, "token", "--control", "--ops", "--ttl", "6h", "--jwt-secret-file", secret],
-                           stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    secret = jwt_secret(tmp)
+    token = ops_token(args.bin, secret, ttl="6h")
     print("# %s, %d cores, %s" % (" ".join(os.uname()[0:3:2]), os.cpu_count(),
                                   subprocess.run([args.bin, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()))
     for store in args.stores.split(","):

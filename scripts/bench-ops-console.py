@@ -32,7 +32,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import load, start_serve, stop  # noqa: E402
+from benchlib import jwt_secret, load, ops_token, start_serve, stop  # noqa: E402
 
 # Injected before the page's own scripts (DevTools is not governed by the page's CSP): every
 # WebSocket message's size and the time its onmessage handler took, for `fleet` frames.
@@ -221,12 +221,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ridepush-console-")
-    secret = os.path.join(tmp, "secret")
-    with open(secret, "w") as f:
-        f.write(os.urandom(32).hex())
-    os.chmod(secret, 0o600)
-    token = subprocess.run([args.bin, "token", "--control", "--ops", "--ttl", "1h", "--jwt-secret-file", secret],
-                           stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout.strip()
+    secret = jwt_secret(tmp)
+    token = ops_token(args.bin, secret, ttl="1h")
     version = subprocess.run([args.bin, "--version"], stdout=subprocess.PIPE, text=True, timeout=30).stdout.strip()
     proc, port = start_serve([args.bin, "serve", "--port", "0", "--store", os.path.join(tmp, "city.db"), "--create-store",
                               "--auth", "jwt", "--jwt-secret-file", secret, "--public", args.public,

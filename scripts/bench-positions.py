@@ -31,7 +31,7 @@ import websockets
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from benchlib import buckets, counter, cpu_seconds, load, metrics, quantile, rss_kib, start_serve, stop  # noqa: E402
+from benchlib import buckets, counter, cpu_seconds, jwt_secret, load, metrics, ops_token, quantile, rss_kib, start_serve, stop  # noqa: E402
 
 PARIS = os.path.join(ROOT, "tests", "fixtures", "gbfs", "geofencing_zones.v3.0.json")
 
@@ -107,12 +107,8 @@ async def main():
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table row")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="bench-positions-")
-    secret = os.path.join(d, "secret")
-    with open(secret, "w") as f:
-        f.write(os.urandom(32).hex())
-    os.chmod(secret, 0o600)
-    token = subprocess.run([a.bin, "token", "--control", "--ops", "--ttl", "2h", "--jwt-secret-file", secret],
-                           stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout.strip()
+    secret = jwt_secret(d)
+    token = ops_token(a.bin, secret)
     proc, port = start_serve([a.bin, "serve", "--host", "127.0.0.1", "--port", "0", "--store", os.path.join(d, "bench.db"),
                               "--create-store", "--auth", "jwt", "--jwt-secret-file", secret, "--zones", PARIS,
                               "--control-rate", "1000000", "--public", os.path.join(ROOT, "public")])

@@ -36,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from benchlib import buckets, counter, cpu_seconds, load, metrics, quantile, rss_kib, start_serve, stop  # noqa: E402
+from benchlib import buckets, counter, cpu_seconds, jwt_secret, load, metrics, ops_token, quantile, rss_kib, start_serve, stop  # noqa: E402
 
 BURST = 200        # replies a lane waits for before sending more: over 1,024 unread is a slow consumer
 
@@ -231,12 +231,8 @@ async def watch(url, rides, ticks, stopping):
 
 async def run(a):
     d = tempfile.mkdtemp(prefix="bench-push-")
-    secret = os.path.join(d, "secret")
-    with open(secret, "w") as f:
-        f.write(os.urandom(32).hex())
-    os.chmod(secret, 0o600)
-    token = subprocess.run([a.bin, "token", "--control", "--ops", "--ttl", "2h", "--jwt-secret-file", secret],
-                           stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout.strip()
+    secret = jwt_secret(d)
+    token = ops_token(a.bin, secret)
     for k in ("NO_PROXY", "no_proxy"):   # a proxy in the environment must not catch the stand-ins
         os.environ[k] = ",".join(x for x in (os.environ.get(k), "127.0.0.1", "localhost") if x)
     standins = StandIns(os.path.join(d, "push"), a.standin_streams)

@@ -30,7 +30,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_deploy import render_site  # noqa: E402  (the same rendering of the shipped site file as the tests)
 sys.path.insert(0, HERE)
-from benchlib import cpu_seconds, start_serve, stop  # noqa: E402
+from benchlib import cpu_seconds, jwt_secret, start_serve, stop  # noqa: E402
 
 def free_port():
     import socket
@@ -179,10 +179,7 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("RIDEPUSH_BIN", os.path.join(ROOT, ".build", "release", "ridepush")))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ridepush-tls-")
-    secret = os.path.join(tmp, "secret")
-    with open(secret, "w") as f:
-        f.write(os.urandom(32).hex())
-    os.chmod(secret, 0o600)
+    secret = jwt_secret(tmp)
     tls_dir = os.path.join(tmp, "tls")
     os.makedirs(tls_dir)
     cert, key = os.path.join(tls_dir, "fullchain.pem"), os.path.join(tls_dir, "privkey.pem")

@@ -90,3 +90,18 @@ def quantile(before, after, q):
         if n >= q * total:
             return le * 1000
     return None
+
+
+def jwt_secret(folder):
+    """A fresh HS256 secret in `folder` (mode 600), as `make run` keeps one: its path."""
+    path = os.path.join(folder, "secret")
+    with open(path, "w") as f:
+        f.write(os.urandom(32).hex())
+    os.chmod(path, 0o600)
+    return path
+
+
+def ops_token(binary, secret, ttl="2h"):
+    """An operator control token from `ridepush token`, signed with `secret`."""
+    return subprocess.run([binary, "token", "--control", "--ops", "--ttl", ttl, "--jwt-secret-file", secret],
+                          stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout.strip()
