@@ -2,8 +2,7 @@
 `--zones` (test_zones_server.py's Park, where rides may neither start nor end, and Plaza):
 GET/HEAD /v1/rides/{id}; POST /v1/rides with lat/lon/vehicle_type judged by the zones; end with
 `force` for ops tokens (`operator_forced`) and a rider's force refused; the zones' refusals as
-422 with ride.v1's codes; refusals that name the field; and what lws lets through of control
-bytes in a request line (docs/server-api.md, Limits). Every wait is bounded."""
+422 with ride.v1's codes; refusals that name the field; and control bytes in a request line. Every wait is bounded."""
 import http.client
 import json
 import socket
@@ -146,7 +145,7 @@ def raw_get(srv, target):
     return head.split(b"\r\n")[0].decode(), body
 
 
-def test_control_bytes_in_the_request_line_are_400_except_the_nul_lws_drops(srv):
+def test_control_bytes_in_the_request_line_are_400(srv):
     for target in ["/rides/a%01", "/quote?seconds=60&plan=a%7F", "/v1/rides/p-read%1F"]:
         line, body = raw_get(srv, target)
         assert " 400 " in line and error(body)[0] == "bad_request", (target, line, body)
@@ -155,10 +154,4 @@ def test_control_bytes_in_the_request_line_are_400_except_the_nul_lws_drops(srv)
     for target in ["/v1/rides/a%0Ab", "/quote?seconds=60&plan=a%0Db"]:
         line, body = raw_get(srv, target)
         assert " 400 " in line and "%0D or %0A" in error(body)[1], (target, line, body)
-    # docs/server-api.md, Limits: lws 4.1.6 drops the connection on a decoded NUL before any
-    # callback runs. If this starts failing, lws answers now: route it and update the docs.
-    for target in ["/rides/a%00", "/rides?state=%00", "/quote?seconds=60&plan=a%00b"]:
-        assert raw_get(srv, target) is None, target
-    # Straight after a "/" lws keeps the NUL but does not count it: /%00 arrives as "/".
-    line, body = raw_get(srv, "/%00")
-    assert " 200 " in line and body.lstrip().lower().startswith(b"<!doctype html"), (line, body[:80])
+    # A NUL (%00): tests/test_request_nul.py.

@@ -14,7 +14,11 @@
  * A closed socket leaves the epoll set by itself (nothing else holds its file). Its number may
  * come back for a new socket within one lws pass, unseen by the array walk: the accept path
  * forgets the number first (cepoll_loop_forget). The listening socket is shared by every
- * thread (its file stays open), so it is watched here directly and never through lws. */
+ * thread (its file stays open), so it is watched here directly and never through lws.
+ *
+ * A socket marked as awaiting a request (cepoll_loop_mark_request) that reads ready is shown
+ * to the loop's hook before poll() returns, so before lws reads it: the hook may peek at the
+ * request line lws is about to parse (RequestLineNUL.swift says why). */
 #undef _FORTIFY_SOURCE
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +44,9 @@ struct cepoll_loop {
     unsigned cap;               /* entries in reg and pos, by descriptor number */
     uint16_t *reg;              /* events in the epoll set | REGISTERED, 0 if none */
     uint32_t *pos;              /* index in the array at the latest call */
+    uint8_t *awaiting;          /* 1: awaiting a request, shown to the hook when readable */
+    cepoll_request_hook hook;
+    void *hook_ctx;
     struct epoll_event ev[MAX_EVENTS];
 };
 
@@ -65,6 +72,7 @@ void cepoll_loop_free(cepoll_loop *l) {
     close(l->epfd);
     free(l->reg);
     free(l->pos);
+    free(l->awaiting);
     free(l);
 }
 
@@ -87,7 +95,25 @@ int cepoll_loop_take_listener(cepoll_loop *l) {
 }
 
 void cepoll_loop_forget(cepoll_loop *l, int fd) {
-    if (l && fd >= 0 && (unsigned)fd < l->cap) l->reg[fd] = 0;
+    if (l && fd >= 0 && (unsigned)fd < l->cap) { l->reg[fd] = 0; l->awaiting[fd] = 0; }
+}
+
+static int grow(cepoll_loop *l, int fd);
+
+void cepoll_loop_set_request_hook(cepoll_loop *l, cepoll_request_hook hook, void *ctx) {
+    if (!l) return;
+    l->hook = hook;
+    l->hook_ctx = ctx;
+}
+
+int cepoll_loop_mark_request(cepoll_loop *l, int fd, int on) {
+    if (!l || fd < 0) { errno = EINVAL; return -1; }
+    if ((unsigned)fd >= l->cap) {
+        if (!on) return 0;
+        if (grow(l, fd) < 0) return -1;
+    }
+    l->awaiting[fd] = on ? 1 : 0;
+    return 0;
 }
 
 static int grow(cepoll_loop *l, int fd) {
@@ -99,7 +125,11 @@ static int grow(cepoll_loop *l, int fd) {
     uint32_t *pos = realloc(l->pos, cap * sizeof *pos);
     if (!pos) return -1;
     l->pos = pos;
+    uint8_t *awaiting = realloc(l->awaiting, cap * sizeof *awaiting);
+    if (!awaiting) return -1;
+    l->awaiting = awaiting;
     memset(l->reg + l->cap, 0, (cap - l->cap) * sizeof *reg);
+    memset(l->awaiting + l->cap, 0, (cap - l->cap) * sizeof *awaiting);
     l->cap = cap;
     return 0;
 }
@@ -141,6 +171,9 @@ static int loop_poll(cepoll_loop *l, struct pollfd *fds, nfds_t nfds, int timeou
         if (i >= nfds || fds[i].fd != fd) continue;
         fds[i].revents = (short)(l->ev[k].events & ((uint32_t)fds[i].events | POLLERR | POLLHUP));
         if (fds[i].revents) ready++;
+        /* The hook runs on this thread, between epoll_wait and lws's read; it only peeks,
+           writes on the raw socket and unmarks (never grows the arrays). */
+        if ((fds[i].revents & POLLIN) && l->awaiting[fd] && l->hook) l->hook(l->hook_ctx, fd);
     }
     return ready;
 }

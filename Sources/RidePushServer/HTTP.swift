@@ -165,7 +165,7 @@ extension Shard {
                                        Int32(p! - start))
         }
         if n < 0 { return -1 }
-        if n > 0, lws_http_transaction_completed(wsi) != 0 { return -1 }
+        if n > 0, transactionCompleted(wsi) != 0 { return -1 }
         return 0
     }
 
@@ -217,7 +217,7 @@ extension Shard {
             if lws_add_http_common_headers(wsi, status, type, lws_filepos_t(length), &p, end) != 0 { return 1 }
             if lws_add_http_header_by_name(wsi, "cache-control:", cache, Int32(cache.utf8.count), &p, end) != 0 { return 1 }
             if lws_finalize_write_http_header(wsi, start, &p, end) != 0 { return 1 }
-            return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+            return transactionCompleted(wsi)
         }
     }
 
@@ -231,7 +231,7 @@ extension Shard {
             lws_write(wsi, p.baseAddress! + pre, p.count - pre, LWS_WRITE_HTTP_FINAL)
         }
         if n < body.count - pre { return -1 }
-        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+        return transactionCompleted(wsi)
     }
 
     func errorJSON(_ code: String, _ message: String) -> [UInt8] { HTTPAnswer.errorJSON(code, message) }

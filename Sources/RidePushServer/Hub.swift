@@ -168,19 +168,12 @@ public final class Hub: @unchecked Sendable {  // fields are set once in init; s
         noValidityTimers = .allocate(capacity: 1)
         noValidityTimers.initialize(to: lws_retry_bo_t())
 
-        // Sent with every HTTP response: the page may run only its own scripts and talk only to
-        // its own origin (which includes its WebSocket).
-        let headers: [(String, String)] = [
-            ("content-security-policy:", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
-            ("x-content-type-options:", "nosniff"),
-            ("referrer-policy:", "no-referrer"),
-            ("x-frame-options:", "DENY"),
-        ]
+        let headers = SecurityHeaders.all
         securityHeaders = .allocate(capacity: headers.count)
         for (i, h) in headers.enumerated() {
             securityHeaders[i] = lws_protocol_vhost_options(
                 next: i + 1 < headers.count ? UnsafePointer(securityHeaders + i + 1) : nil,
-                options: nil, name: UnsafePointer(strdup(h.0)), value: UnsafePointer(strdup(h.1)))
+                options: nil, name: UnsafePointer(strdup(h.name)), value: UnsafePointer(strdup(h.value)))
         }
 
         do throws(ServerError) {

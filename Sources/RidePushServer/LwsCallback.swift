@@ -26,6 +26,7 @@ extension Shard {
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
             return confirmSubprotocol(wsi)
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            if answeredNUL(wsi) { return -1 }
             return filterUpgrade(wsi)
         case LWS_CALLBACK_ESTABLISHED:
             established(wsi)
@@ -34,6 +35,7 @@ extension Shard {
             if let s = session(wsi) { closed(s, wsi) }
             return 0
         case LWS_CALLBACK_HTTP:
+            if answeredNUL(wsi) { return -1 }  // answered 400 already (RequestLineCheck.swift)
             bodyCompleted.remove(wsi)  // a new request on the connection
             if let r = httpLimits.begin(wsi, peer: clientAddress(wsi), take: service.admit, limit: service.config.maxConnectionsPerIP, hasBody:
                 lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0, now: coarseMillis(), timeoutSeconds: service.config.handshakeTimeout) {
@@ -53,7 +55,7 @@ extension Shard {
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return httpWritable(wsi)
         case LWS_CALLBACK_HTTP_FILE_COMPLETION:
-            return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+            return transactionCompleted(wsi)
         case LWS_CALLBACK_WSI_DESTROY:
             httpBodies[wsi] = nil
             awaitingStore.forget(wsi)

@@ -42,6 +42,9 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `pulse` atomic
     var bodyCompleted = Set<OpaquePointer>()
     /// Plain HTTP connections' places in the per-address limit and request deadlines.
     var httpLimits = HTTPConnections<OpaquePointer>()
+    /// Connections whose request line held a NUL, answered 400 by RequestLineCheck.swift.
+    var nulAnswered = Set<Int32>()
+    let peekBuffer = UnsafeMutableRawPointer.allocate(byteCount: RequestLineNUL.peekLimit, alignment: 1)
     var stopping = false
     /// This thread's poll() answered from epoll (Sources/CEpoll/poll_epoll.c); it also watches
     /// the listener. nil if epoll was unavailable: lws's own poll() then serves as before.
@@ -98,6 +101,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `pulse` atomic
 
     deinit {
         cepoll_loop_free(loop)
+        peekBuffer.deallocate()
         staging.deallocate()
         batch.deallocate()
         tickTimer.deallocate()
@@ -111,6 +115,7 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `pulse` atomic
         ServiceThread.enter(index)
         cepoll_loop_enter(loop)
         defer { cepoll_loop_enter(nil) }
+        installRequestHook()
         watchListener()
         scheduleConnectionTimers()
         if index == 0 { ticker.start(on: self) }
@@ -415,6 +420,8 @@ final class Shard: @unchecked Sendable {  // `mailbox` is Locked, `pulse` atomic
             if lws_adopt_socket_vhost(vhost, fd) == nil {
                 close(fd)
                 service.metrics.add(service.metrics.refusedConnections)
+            } else {
+                awaitRequest(fd)
             }
         }
         return 0

@@ -131,4 +131,41 @@ final class PollEpollTests: XCTestCase {
         XCTAssertEqual(poll(&fds, 1, 0), 1)
         XCTAssertEqual(fds[0].revents, Int16(POLLIN))
     }
+
+    /// A socket marked as awaiting a request is shown to the hook when it reads ready, before
+    /// poll() returns; unmarked or not ready, it is not; forget clears the mark with the number.
+    func testAMarkedReadySocketIsShownToTheHookBeforePollReturns() throws {
+        let loop = try XCTUnwrap(cepoll_loop_new())
+        defer { cepoll_loop_free(loop) }
+        let (a, aPeer) = pair()
+        let (b, bPeer) = pair()
+        let (c, _) = pair()
+        final class Seen { var fds: [Int32] = [] }
+        let seen = Seen()
+        cepoll_loop_set_request_hook(loop, { ctx, fd in
+            Unmanaged<Seen>.fromOpaque(ctx!).takeUnretainedValue().fds.append(fd)
+        }, Unmanaged.passUnretained(seen).toOpaque())
+        XCTAssertEqual(cepoll_loop_mark_request(loop, a, 1), 0)
+        XCTAssertEqual(cepoll_loop_mark_request(loop, c, 1), 0)  // marked, never ready
+        send1(aPeer)
+        send1(bPeer)  // ready, not marked
+        cepoll_loop_enter(loop)
+        var fds = [pollfd(fd: a, events: Int16(POLLIN), revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: c, events: Int16(POLLIN), revents: 0)]
+        XCTAssertEqual(poll(&fds, 3, 0), 2)
+        XCTAssertEqual(seen.fds, [a])
+        // Still readable (nothing read), still marked: shown again; unmarked: not.
+        XCTAssertEqual(poll(&fds, 3, 0), 2)
+        XCTAssertEqual(seen.fds, [a, a])
+        XCTAssertEqual(cepoll_loop_mark_request(loop, a, 0), 0)
+        XCTAssertEqual(poll(&fds, 3, 0), 2)
+        XCTAssertEqual(seen.fds, [a, a])
+        XCTAssertEqual(cepoll_loop_mark_request(loop, b, 1), 0)
+        cepoll_loop_forget(loop, b)
+        XCTAssertEqual(poll(&fds, 3, 0), 2)
+        XCTAssertEqual(seen.fds, [a, a], "forget clears the mark of the number's old socket")
+        // A number beyond what the loop has seen grows its arrays.
+        XCTAssertEqual(cepoll_loop_mark_request(loop, 50_000, 1), 0)
+        XCTAssertEqual(cepoll_loop_mark_request(loop, 60_000, 0), 0)
+    }
 }

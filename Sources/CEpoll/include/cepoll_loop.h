@@ -13,6 +13,12 @@ void cepoll_loop_enter(cepoll_loop *loop);
    readable and cepoll_loop_take_listener() says so once. 0, or -1 with errno. */
 int cepoll_loop_listen(cepoll_loop *loop, int fd, int on);
 int cepoll_loop_take_listener(cepoll_loop *loop);
-/* `fd` was just accepted: any registration under its number belonged to a closed socket. */
+/* `fd` was just accepted: any registration (or mark) under its number belonged to a closed socket. */
 void cepoll_loop_forget(cepoll_loop *loop, int fd);
+/* Called from poll() for a marked socket that reads ready, before poll() returns to lws. */
+typedef void (*cepoll_request_hook)(void *ctx, int fd);
+void cepoll_loop_set_request_hook(cepoll_loop *loop, cepoll_request_hook hook, void *ctx);
+/* Marks (on != 0) or unmarks a socket as awaiting a request: the hook sees it when it is
+   readable. 0, or -1 with errno (out of memory). */
+int cepoll_loop_mark_request(cepoll_loop *loop, int fd, int on);
 #endif
