@@ -28,6 +28,7 @@ extension Shard {
 
     /// Inside poll(), before lws reads `fd`: the request line it is about to parse.
     func peekRequestLine(_ fd: Int32) {
+        assert(ServiceThread.current == index, "request hook of thread \(index) on thread \(ServiceThread.current)")
         cepoll_loop_mark_request(loop, fd, 0)  // once per request: bodies and frames are not looked at
         let n = recv(fd, peekBuffer, RequestLineNUL.peekLimit, Int32(MSG_PEEK | MSG_DONTWAIT))
         guard n > 0, RequestLineNUL.found(in: UnsafeRawBufferPointer(start: peekBuffer, count: n)) else { return }
