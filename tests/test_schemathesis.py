@@ -59,5 +59,6 @@ def test_schemathesis_finds_no_response_outside_the_spec(tmp_path):
         operations = sum(1 for ops in yaml.safe_load(f)["paths"].values() for m in ops if m in ("get", "head", "post"))
     assert "Fuzzing" in out and "%d passed" % operations in out and "Tested: %d" % operations in out, (operations, summary)
     assert cases >= 150 and scenarios >= 20 and links >= 3, (cases, scenarios, links, summary)
-    print("\nschemathesis: %d cases, %d stateful scenarios, %d links covered, checks %s, 0 failures"
+    print("\n" + summary.strip())
+    print("schemathesis: %d cases, %d stateful scenarios, %d links covered, checks %s, 0 failures"
           % (cases, scenarios, links, ", ".join(CHECKS)))
