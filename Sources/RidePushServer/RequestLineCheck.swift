@@ -5,8 +5,8 @@ import RideService
 
 /// A NUL in a request's path or query gets a 400 (RequestLineNUL says why lws cannot): each
 /// plain-HTTP connection is marked in the thread's epoll loop while it awaits a request, and
-/// the loop shows it to `requestHook` before lws reads it. One peek per request; over TLS
-/// the bytes are ciphertext, so nothing is marked.
+/// the loop's hook hands it to `peekRequestLine` before lws reads it. One peek per request;
+/// over TLS the bytes are ciphertext, so nothing is marked.
 extension Shard {
     static let nulAnswer = RequestLineNUL.answer(headers: SecurityHeaders.all)
 
